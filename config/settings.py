@@ -1,0 +1,123 @@
+"""Settings. Every knob is an environment variable with a safe default (see .env.example)."""
+
+from pathlib import Path
+
+import environ
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+env = environ.Env()
+environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
+
+DEBUG = env.bool("DEBUG", default=False)
+SECRET_KEY = env.str("SECRET_KEY", default="dev-only-insecure-key-change-me")
+ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]"])
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django.contrib.postgres",
+    "jobs",
+    "accounts",
+    "notifications",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "config.urls"
+WSGI_APPLICATION = "config.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DATABASES = {
+    "default": env.db_url("DATABASE_URL", default="postgres://postgres@127.0.0.1:5432/jobqueue"),
+}
+DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("CONN_MAX_AGE", default=0))
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = env.str("TIME_ZONE", default="UTC")
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = BASE_DIR / "staticfiles"
+
+# --- The job queue --------------------------------------------------------------------
+JOBS_QUEUES = env.list("JOBS_QUEUES", default=["default", "email", "push", "low"])
+
+TASKS = {
+    "default": {
+        "BACKEND": "jobs.backend.PostgresBackend",
+        "QUEUES": JOBS_QUEUES,
+    },
+}
+
+JOBS = {
+    # How long a claim is valid before the reaper may take the job back (seconds).
+    # Workers extend it every LEASE_SECONDS / 3 while the handler is alive.
+    "LEASE_SECONDS": env.float("JOBS_LEASE_SECONDS", default=300.0),
+    # Idle workers wake on NOTIFY; they poll this often anyway.
+    "POLL_INTERVAL": env.float("JOBS_POLL_INTERVAL", default=2.0),
+    # LISTEN/NOTIFY wake-ups. Turn off behind a pooler in transaction mode.
+    "LISTEN": env.bool("JOBS_LISTEN", default=True),
+    "DEFAULT_MAX_ATTEMPTS": env.int("JOBS_DEFAULT_MAX_ATTEMPTS", default=5),
+    "BACKOFF_BASE": env.float("JOBS_BACKOFF_BASE", default=2.0),
+    "BACKOFF_CAP": env.float("JOBS_BACKOFF_CAP", default=3600.0),
+    # Hard time limit when a task sets none (seconds; 0 means no limit).
+    "DEFAULT_TIMEOUT": env.float("JOBS_DEFAULT_TIMEOUT", default=0.0),
+    # Largest args+kwargs payload accepted at enqueue, in bytes of JSON.
+    "MAX_PAYLOAD_BYTES": env.int("JOBS_MAX_PAYLOAD_BYTES", default=64 * 1024),
+    # A worker process takes more than one job per claim only while jobs finish fast:
+    # it never holds more work than it expects to finish within this many seconds.
+    "PREFETCH_HORIZON": env.float("JOBS_PREFETCH_HORIZON", default=0.05),
+    "MAX_BATCH": env.int("JOBS_MAX_BATCH", default=200),
+    "REAPER_INTERVAL": env.float("JOBS_REAPER_INTERVAL", default=30.0),
+    "SHUTDOWN_TIMEOUT": env.float("JOBS_SHUTDOWN_TIMEOUT", default=30.0),
+    # Retention of finished jobs before pruning (seconds).
+    "RETENTION_SUCCEEDED": env.float("JOBS_RETENTION_SUCCEEDED", default=7 * 86400),
+    "RETENTION_DEAD": env.float("JOBS_RETENTION_DEAD", default=90 * 86400),
+    "RETENTION_CANCELLED": env.float("JOBS_RETENTION_CANCELLED", default=30 * 86400),
+}
+
+LOG_LEVEL = env.str("LOG_LEVEL", default="INFO")
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {
+        "kv": {"format": "ts=%(asctime)s level=%(levelname)s logger=%(name)s %(message)s"},
+    },
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "formatter": "kv"},
+    },
+    "root": {"handlers": ["console"], "level": LOG_LEVEL},
+    "loggers": {
+        "django.tasks": {"level": "WARNING"},
+        "jobs": {"level": env.str("JOBS_LOG_LEVEL", default=LOG_LEVEL), "propagate": True},
+    },
+}

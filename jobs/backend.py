@@ -1,0 +1,237 @@
+"""The django.tasks backend: validate, enqueue (single and bulk), get_result.
+
+Enqueue writes on the caller's database connection inside the caller's transaction
+(invariant 1): a rollback leaves no job, a commit makes it visible, with no on_commit hook.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+from django.db import connections
+from django.tasks import Task, TaskResult
+from django.tasks.backends.base import BaseTaskBackend
+from django.tasks.base import TaskError
+from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist
+from django.utils.module_loading import import_string
+
+from . import store
+from .conf import MAX_LEASE_SECONDS, jobs_settings
+from .exceptions import InvalidPayload
+from .models import Job
+from .retry import RetryPolicy
+from .states import TASK_STATUS, State
+
+# Options that @task(...) and .using(...) accept beyond Django's own.
+JOB_OPTIONS = (
+    "max_attempts", "backoff_base", "backoff_cap", "jitter", "timeout", "soft_timeout",
+    "lease_seconds", "non_retryable", "dedupe_key", "dedupe_window", "trace_id",
+)  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JobTask(Task):
+    """A django.tasks Task with the queue's own options. ``None`` means the setting."""
+
+    max_attempts: int | None = None
+    backoff_base: float | None = None
+    backoff_cap: float | None = None
+    jitter: bool = True
+    # Hard time limit of one attempt (seconds): the executor process is killed.
+    timeout: float | None = None
+    # Soft limit: SoftTimeLimitExceeded is raised inside the handler first.
+    soft_timeout: float | None = None
+    lease_seconds: float | None = None
+    # Exception classes (or dotted paths) that go straight to the dead-letter state.
+    non_retryable: tuple[type[BaseException] | str, ...] = ()
+    dedupe_key: str | None = None
+    # Seconds: the key is held at most this long after the first enqueue.
+    dedupe_window: float | None = None
+    trace_id: str | None = None
+
+    def using(self, **changes: Any) -> JobTask:  # type: ignore[override]
+        """Django's ``using`` plus this queue's options, e.g. ``using(dedupe_key=...)``."""
+        own = {k: changes.pop(k) for k in list(changes) if k in JOB_OPTIONS}
+        task = super().using(**changes) if changes else self
+        return replace(task, **own) if own else task  # type: ignore[return-value]
+
+    def enqueue_many(self, calls: Iterable[tuple[Sequence[Any], dict[str, Any]]]) -> list[JobResult]:
+        """Enqueue one job per (args, kwargs) pair in a single statement."""
+        return self.get_backend().bulk_enqueue((self, args, kwargs) for args, kwargs in calls)
+
+    def retry_policy(self) -> RetryPolicy:
+        conf = jobs_settings()
+        return RetryPolicy(
+            max_attempts=self.max_attempts or conf.DEFAULT_MAX_ATTEMPTS,
+            backoff_base=conf.BACKOFF_BASE if self.backoff_base is None else self.backoff_base,
+            backoff_cap=conf.BACKOFF_CAP if self.backoff_cap is None else self.backoff_cap,
+            jitter=self.jitter,
+            non_retryable=tuple(import_string(e) if isinstance(e, str) else e for e in self.non_retryable),
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JobResult(TaskResult):
+    """A TaskResult that also tells whether enqueue found an existing job by dedupe key."""
+
+    deduplicated: bool = False
+
+
+class PostgresBackend(BaseTaskBackend):
+    task_class = JobTask
+    supports_defer = True
+    supports_async_task = True
+    supports_get_result = True
+    supports_priority = True
+
+    def __init__(self, alias: str, params: dict[str, Any]) -> None:
+        super().__init__(alias, params)
+        self.database = self.options.get("DATABASE", "default")
+
+    # --- validation -------------------------------------------------------------------
+
+    def validate_task(self, task: Task) -> None:
+        super().validate_task(task)
+        if not isinstance(task, JobTask):
+            return
+        if task.max_attempts is not None and (
+            not isinstance(task.max_attempts, int) or task.max_attempts < 1
+        ):
+            raise InvalidTask("max_attempts must be a whole number of at least 1.")
+        for name in ("backoff_base", "backoff_cap", "timeout", "soft_timeout", "dedupe_window"):
+            value = getattr(task, name)
+            if value is not None and not (isinstance(value, int | float) and value > 0):
+                raise InvalidTask(f"{name} must be a positive number of seconds.")
+        if task.lease_seconds is not None and not (0 < task.lease_seconds <= MAX_LEASE_SECONDS):
+            raise InvalidTask(f"lease_seconds must be between 0 and {MAX_LEASE_SECONDS:g}.")
+        if task.soft_timeout and task.timeout and task.soft_timeout >= task.timeout:
+            raise InvalidTask("soft_timeout must be shorter than timeout.")
+        if task.dedupe_window is not None and not task.dedupe_key:
+            raise InvalidTask("dedupe_window needs a dedupe_key.")
+
+    def _new_job(self, task: Task, args: Sequence[Any], kwargs: dict[str, Any]) -> store.NewJob:
+        conf = jobs_settings()
+        args_json = _dump_payload("args", list(args))
+        kwargs_json = _dump_payload("kwargs", dict(kwargs))
+        size = len(args_json) + len(kwargs_json)
+        if size > conf.MAX_PAYLOAD_BYTES:
+            raise InvalidPayload(
+                f"payload of {task.module_path} is {size} bytes; the limit is "
+                f"{conf.MAX_PAYLOAD_BYTES} (JOBS_MAX_PAYLOAD_BYTES). Pass ids, not data."
+            )
+        options = task if isinstance(task, JobTask) else JobTask(func=task.func)
+        timeout = options.timeout or conf.DEFAULT_TIMEOUT or None
+        return store.NewJob(
+            id=uuid.uuid4(),
+            task_path=task.module_path,
+            queue_name=task.queue_name,
+            priority=task.priority,
+            args=args_json,
+            kwargs=kwargs_json,
+            run_at=task.run_after,
+            max_attempts=options.max_attempts or conf.DEFAULT_MAX_ATTEMPTS,
+            timeout=timeout,
+            lease_seconds=options.lease_seconds or conf.LEASE_SECONDS,
+            dedupe_key=options.dedupe_key,
+            dedupe_window=options.dedupe_window,
+            trace_id=options.trace_id or uuid.uuid4().hex,
+        )
+
+    # --- enqueue ----------------------------------------------------------------------
+
+    def enqueue(self, task: Task, args: Sequence[Any], kwargs: dict[str, Any]) -> JobResult:
+        return self.bulk_enqueue([(task, args, kwargs)])[0]
+
+    def bulk_enqueue(self, calls: Iterable[tuple[Task, Sequence[Any], dict[str, Any]]]) -> list[JobResult]:
+        """Enqueue many jobs, of one task or several, in one INSERT statement."""
+        calls = list(calls)
+        rows = []
+        for task, args, kwargs in calls:
+            self.validate_task(task)
+            rows.append(self._new_job(task, args, kwargs))
+        if not rows:
+            return []
+        with connections[self.database].cursor() as cursor:
+            outcome = store.insert_jobs(cursor, rows)
+        results = []
+        for (task, _, _), row, (job_id, created) in zip(calls, rows, outcome, strict=True):
+            if created:
+                results.append(self._fresh_result(task, row))
+            else:
+                existing = self.get_result(job_id)
+                results.append(replace(existing, deduplicated=True))
+        return results
+
+    def _fresh_result(self, task: Task, row: store.NewJob) -> JobResult:
+        return JobResult(
+            task=task,
+            id=str(row.id),
+            status=TASK_STATUS[State.QUEUED],
+            enqueued_at=None,
+            started_at=None,
+            finished_at=None,
+            last_attempted_at=None,
+            args=json.loads(row.args),
+            kwargs=json.loads(row.kwargs),
+            backend=self.alias,
+            errors=[],
+            worker_ids=[],
+        )
+
+    # --- results ----------------------------------------------------------------------
+
+    def get_result(self, result_id: str) -> JobResult:
+        try:
+            job = Job.objects.using(self.database).get(id=uuid.UUID(str(result_id)))
+        except (ValueError, Job.DoesNotExist) as exc:
+            raise TaskResultDoesNotExist(result_id) from exc
+        return self.result_from_job(job)
+
+    def result_from_job(self, job: Job) -> JobResult:
+        task = resolve_task(job.task_path)
+        if task.queue_name != job.queue_name or task.priority != job.priority:
+            task = replace(task, queue_name=job.queue_name, priority=job.priority)
+        result = JobResult(
+            task=task,
+            id=str(job.id),
+            status=TASK_STATUS[State(job.state)],
+            enqueued_at=job.created_at,
+            started_at=job.started_at,
+            finished_at=job.finished_at,
+            last_attempted_at=job.last_attempted_at,
+            args=job.args,
+            kwargs=job.kwargs,
+            backend=self.alias,
+            errors=[
+                TaskError(exception_class_path=e.get("exception", ""), traceback=e.get("traceback", ""))
+                for e in job.errors
+            ],
+            worker_ids=[str(w) for w in job.worker_ids],
+        )
+        if job.state == State.SUCCEEDED:
+            object.__setattr__(result, "_return_value", job.result)
+        return result
+
+
+def resolve_task(task_path: str) -> Task:
+    """The Task object a job names, or UnknownTask with the reason."""
+    from .exceptions import UnknownTask
+
+    try:
+        task = import_string(task_path)
+    except ImportError as exc:
+        raise UnknownTask(f"task {task_path!r} cannot be imported: {exc}") from exc
+    if not isinstance(task, Task):
+        raise UnknownTask(f"{task_path!r} is not a task (decorate it with @task)")
+    return task
+
+
+def _dump_payload(name: str, value: Any) -> str:
+    try:
+        return json.dumps(value, allow_nan=False, separators=(",", ":"))
+    except (TypeError, ValueError) as exc:
+        raise InvalidPayload(f"{name} must be JSON-serializable: {exc}") from exc

@@ -1,0 +1,82 @@
+"""Retry policy, pure: how long to wait before the next attempt, and what an error means.
+
+Nothing here touches the database or the clock; the worker applies the decision with a
+fenced write in store.py.
+"""
+
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal
+
+from .exceptions import BadPayload, BadReturnValue, Discard, Retry, Snooze, UnknownTask
+
+# Failures that would repeat on every attempt: the row or the code is wrong, not the world.
+NEVER_RETRIED = (BadPayload, BadReturnValue, UnknownTask)
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPolicy:
+    max_attempts: int
+    backoff_base: float
+    backoff_cap: float
+    jitter: bool = True
+    non_retryable: tuple[type[BaseException], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    state: Literal["queued", "dead"]
+    delay: float = 0.0
+    # Snoozes give the attempt back.
+    refund: bool = False
+    reason: str = ""
+
+
+def backoff(
+    attempt: int,
+    *,
+    base: float,
+    cap: float,
+    jitter: bool = True,
+    rand: Callable[[], float] = random.random,
+) -> float:
+    """Seconds to wait after failed attempt number ``attempt`` (1-based).
+
+    Exponential (base, 2*base, 4*base, ...) capped at ``cap``. With jitter the wait is drawn
+    uniformly from the upper half of that value ("equal jitter"): retries of jobs that
+    failed together spread out, yet never come back sooner than half the backoff.
+    """
+    exponent = min(max(attempt - 1, 0), 62)
+    delay = min(cap, base * (2**exponent))
+    if jitter:
+        delay = delay / 2 + rand() * delay / 2
+    return delay
+
+
+def decide(
+    error: BaseException,
+    *,
+    attempt: int,
+    policy: RetryPolicy,
+    rand: Callable[[], float] = random.random,
+) -> Decision:
+    """What happens to a job whose attempt number ``attempt`` ended with ``error``."""
+    if isinstance(error, Snooze):
+        return Decision("queued", delay=max(error.seconds, 0.0), refund=True, reason="snoozed")
+    if isinstance(error, Discard):
+        return Decision("dead", reason=f"discarded: {error}")
+    if isinstance(error, (NEVER_RETRIED, policy.non_retryable)):
+        return Decision("dead", reason=f"not retryable: {type(error).__name__}")
+    if attempt >= policy.max_attempts:
+        return Decision("dead", reason=f"attempts exhausted ({attempt}/{policy.max_attempts})")
+    if isinstance(error, Retry) and error.after is not None:
+        return Decision("queued", delay=max(error.after, 0.0), reason="retry requested")
+    delay = backoff(
+        attempt,
+        base=policy.backoff_base,
+        cap=policy.backoff_cap,
+        jitter=policy.jitter,
+        rand=rand,
+    )
+    return Decision("queued", delay=delay, reason="retrying")

@@ -1,0 +1,54 @@
+"""The states of a job and the transitions between them.
+
+Every transition is one guarded UPDATE in ``jobs/store.py``; the table's CHECK constraint
+holds the state names, and the partial index ``jobs_job_claimable`` covers exactly the
+claimable state. Django's task API sees four statuses; ``TASK_STATUS`` maps ours onto them.
+"""
+
+from django.db import models
+from django.tasks import TaskResultStatus
+
+
+class State(models.TextChoices):
+    # Waiting to run. Includes delayed jobs and jobs waiting for their next retry: their
+    # ``run_at`` lies in the future. The only state the claim query looks at.
+    QUEUED = "queued", "Queued"
+    # Claimed by a worker process under a lease (``lease_expires_at``). ``attempt`` was
+    # incremented by the claim. Only the claim's owner (``worker_id`` and ``attempt``) may
+    # record its outcome; once the lease lapses the reaper may take the job back.
+    RUNNING = "running", "Running"
+    # Finished: the handler returned, and its JSON return value is in ``result``.
+    SUCCEEDED = "succeeded", "Succeeded"
+    # The dead-letter state: attempts used up, a non-retryable error, a discard from the
+    # handler, or a row that cannot run at all (unknown task, bad payload). Kept with its
+    # error history until pruned; an operator may replay it.
+    DEAD = "dead", "Dead"
+    # Withdrawn by an operator or by code before it ran to completion.
+    CANCELLED = "cancelled", "Cancelled"
+
+
+FINISHED = frozenset({State.SUCCEEDED, State.DEAD, State.CANCELLED})
+UNFINISHED = frozenset({State.QUEUED, State.RUNNING})
+
+# (from, to) pairs that store.py performs. Anything else is a bug.
+TRANSITIONS: frozenset[tuple[State, State]] = frozenset(
+    {
+        (State.QUEUED, State.RUNNING),  # claim
+        (State.QUEUED, State.CANCELLED),  # cancel before it ran
+        (State.QUEUED, State.DEAD),  # discarded before it ran (operator)
+        (State.RUNNING, State.SUCCEEDED),  # complete
+        (State.RUNNING, State.QUEUED),  # retry, snooze, release, reaper with attempts left
+        (State.RUNNING, State.DEAD),  # last attempt failed, non-retryable, reaper
+        (State.RUNNING, State.CANCELLED),  # cancel while running: the outcome is dropped
+        (State.DEAD, State.QUEUED),  # replay
+        (State.CANCELLED, State.QUEUED),  # replay
+    }
+)
+
+TASK_STATUS = {
+    State.QUEUED: TaskResultStatus.READY,
+    State.RUNNING: TaskResultStatus.RUNNING,
+    State.SUCCEEDED: TaskResultStatus.SUCCESSFUL,
+    State.DEAD: TaskResultStatus.FAILED,
+    State.CANCELLED: TaskResultStatus.FAILED,
+}

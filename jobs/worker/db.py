@@ -1,0 +1,120 @@
+"""The worker's own database connections: autocommit psycopg, reconnect with backoff.
+
+Workers do not use Django's connection for queue work: they need autocommit, LISTEN, and
+control over reconnects. Handlers use Django's ORM as usual, on Django's connection.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import psycopg
+from django.conf import settings
+
+logger = logging.getLogger("jobs.worker")
+
+T = TypeVar("T")
+
+# Errors that mean "the connection is gone", as opposed to a bug in a statement.
+CONNECTION_ERRORS = (psycopg.OperationalError, psycopg.InterfaceError)
+
+
+def connect(database: str = "default", *, application_name: str = "jobs") -> psycopg.Connection:
+    db = settings.DATABASES[database]
+    params: dict[str, Any] = {
+        "dbname": db["NAME"],
+        "user": db.get("USER") or None,
+        "password": db.get("PASSWORD") or None,
+        "host": db.get("HOST") or None,
+        "port": db.get("PORT") or None,
+        "application_name": application_name,
+        "connect_timeout": 5,
+        # Dead peers are noticed by TCP keepalives rather than by a hung statement.
+        "keepalives": 1,
+        "keepalives_idle": 10,
+        "keepalives_interval": 5,
+        "keepalives_count": 3,
+    }
+    params.update(db.get("OPTIONS", {}))
+    params = {k: v for k, v in params.items() if v is not None and k not in ("pool",)}
+    return psycopg.connect(autocommit=True, **params)
+
+
+class Connection:
+    """One autocommit connection that reconnects, with capped exponential backoff."""
+
+    def __init__(
+        self,
+        database: str,
+        *,
+        name: str,
+        on_connect: Callable[[psycopg.Connection], None] | None = None,
+        should_stop: Callable[[], bool] = lambda: False,
+    ) -> None:
+        self.database = database
+        self.name = name
+        self.on_connect = on_connect
+        self.should_stop = should_stop
+        self.conn: psycopg.Connection | None = None
+        self.cursor: psycopg.Cursor[Any] | None = None
+        self.failures = 0
+
+    def ensure(self, *, wait: bool = True) -> psycopg.Cursor[Any]:
+        """A live cursor, connecting as needed; with ``wait``, keep trying (with backoff)
+        until the database answers, else raise at the first failure."""
+        while self.cursor is None:
+            try:
+                self.conn = connect(self.database, application_name=self.name)
+                self.cursor = self.conn.cursor()
+                if self.on_connect:
+                    self.on_connect(self.conn)
+                if self.failures:
+                    logger.warning("event=db_reconnected conn=%s after_failures=%d", self.name, self.failures)
+                self.failures = 0
+            except CONNECTION_ERRORS as exc:
+                self.drop()
+                self.failures += 1
+                delay = min(5.0, 0.05 * 2 ** min(self.failures, 7)) * (0.5 + random.random() / 2)
+                logger.warning(
+                    "event=db_connect_failed conn=%s attempt=%d retry_in=%.2fs error=%r",
+                    self.name,
+                    self.failures,
+                    delay,
+                    str(exc).strip(),
+                )
+                if not wait or self.should_stop():
+                    raise
+                time.sleep(delay)
+        return self.cursor
+
+    def run(self, operation: Callable[[psycopg.Cursor[Any]], T], *, retry: bool = True) -> T:
+        """Run ``operation(cursor)``; on a lost connection reconnect and, if ``retry``, run
+        it again (the operation must then be safe to repeat: fenced writes are)."""
+        while True:
+            cursor = self.ensure(wait=retry)
+            try:
+                return operation(cursor)
+            except CONNECTION_ERRORS as exc:
+                logger.warning("event=db_connection_lost conn=%s error=%r", self.name, str(exc).strip())
+                self.drop()
+                self.failures += 1
+                if not retry or self.should_stop():
+                    raise
+
+    def drop(self) -> None:
+        if self.conn is not None:
+            try:
+                self.conn.close()
+            except Exception:  # noqa: BLE001 - closing a broken connection may fail any way
+                logger.debug("event=db_close_failed conn=%s", self.name)
+        self.conn = None
+        self.cursor = None
+
+    def fileno(self) -> int | None:
+        if self.conn is None or self.conn.closed:
+            return None
+        return self.conn.pgconn.socket

@@ -1,0 +1,343 @@
+"""An executor process: claim jobs sized to what it can finish soon, run them, record the
+outcomes in batches. One handler runs at a time per executor; the supervisor runs
+``--concurrency`` executors and can kill one whose handler overruns its time limit.
+
+Invariants kept here (ARCHITECTURE.md): one claim statement sized to the executor's
+capacity (2), the attempt counted by the claim (3), every later write fenced on claim
+token and attempt (4), no transaction open while a handler runs - the connection is in
+autocommit (5).
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import logging
+import os
+import select
+import signal
+import time
+import traceback
+import uuid
+from dataclasses import replace
+from typing import Any
+
+from django.db import close_old_connections
+from django.tasks import Task, TaskContext, TaskResult, TaskResultStatus
+
+from .. import store
+from ..backend import JobTask, resolve_task
+from ..conf import jobs_settings
+from ..exceptions import (
+    BadPayload,
+    BadReturnValue,
+    JobsError,
+    SoftTimeLimitExceeded,
+)
+from ..retry import RetryPolicy, decide
+from .config import WorkerConfig
+from .db import Connection
+from .slots import SlotTable
+
+logger = logging.getLogger("jobs.worker")
+
+EXIT_OK = 0
+# Asked to exit after --max-jobs-per-child jobs: the supervisor starts a fresh one.
+EXIT_RECYCLE = 3
+
+# Outcomes wait at most this long in memory before they are written.
+FLUSH_AFTER = 0.01
+TRACEBACK_LIMIT = 16_000
+MESSAGE_LIMIT = 2_000
+
+
+class Executor:
+    def __init__(self, config: WorkerConfig, *, index: int, token: uuid.UUID, slots: SlotTable) -> None:
+        self.config = config
+        self.index = index
+        self.token = token
+        self.slots = slots
+        self.stopping = False
+        self.batch_size = 1
+        self.jobs_run = 0
+        self.pending: list[dict[str, Any]] = []
+        self.pending_since = 0.0
+        self.tasks: dict[str, tuple[Task, RetryPolicy, inspect.Signature]] = {}
+        self.default_policy = _default_policy()
+        self.wake_r, self.wake_w = os.pipe()
+        self.db = Connection(
+            config.database,
+            name=f"jobs-executor-{index}",
+            on_connect=self._on_connect,
+            should_stop=lambda: self.stopping,
+        )
+
+    # --- process plumbing ---------------------------------------------------------
+
+    def _install_signals(self) -> None:
+        os.set_blocking(self.wake_w, False)
+        signal.set_wakeup_fd(self.wake_w)
+        signal.signal(signal.SIGTERM, self._on_sigterm)
+        # Ctrl-C reaches the whole process group; the supervisor decides what it means.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGALRM, _raise_soft_time_limit)
+        _die_with_parent()
+
+    def _on_sigterm(self, signum: int, frame: object) -> None:
+        self.stopping = True
+
+    def _on_connect(self, conn: Any) -> None:
+        if self.config.listen:
+            conn.execute(f"LISTEN {store.NOTIFY_CHANNEL}")
+        # A claim that committed while its reply was lost leaves rows under our token that
+        # nobody runs; hand them back (nothing is in hand between claims).
+        released = store.release(conn.cursor(), worker=self.token, keep=[p["id"] for p in self.pending])
+        if released:
+            logger.warning("event=orphans_released count=%d", len(released))
+
+    # --- main loop ----------------------------------------------------------------
+
+    def run(self) -> int:
+        self._install_signals()
+        try:
+            while not self.stopping:
+                rows = self.db.run(self._claim)
+                if not rows:
+                    self.flush()
+                    if self.config.burst:
+                        break
+                    self._wait_for_work()
+                    continue
+                self._run_batch(rows)
+                if self.config.max_jobs_per_child and self.jobs_run >= self.config.max_jobs_per_child:
+                    self.flush()
+                    return EXIT_RECYCLE
+            self.flush()
+            return EXIT_OK
+        finally:
+            self.db.drop()
+
+    def _claim(self, cursor: Any) -> list[tuple[Any, ...]]:
+        return store.claim(cursor, worker=self.token, queues=self.config.queue_order(), limit=self.batch_size)
+
+    def _wait_for_work(self) -> None:
+        fds = [self.wake_r]
+        sock = self.db.fileno() if self.config.listen else None
+        if sock is not None:
+            fds.append(sock)
+        readable, _, _ = select.select(fds, [], [], self.config.poll_interval)
+        if self.wake_r in readable:
+            os.read(self.wake_r, 4096)
+        if sock is not None and sock in readable and self.db.conn is not None:
+            # Consume the notifications; which queue woke us does not matter.
+            pgconn = self.db.conn.pgconn
+            pgconn.consume_input()
+            while pgconn.notifies() is not None:
+                pass
+
+    def _run_batch(self, rows: list[tuple[Any, ...]]) -> None:
+        started = time.monotonic()
+        for position, row in enumerate(rows):
+            if self.stopping:
+                unstarted = [r[0] for r in rows[position:]]
+                self.flush()
+                self.db.run(lambda c, ids=unstarted: store.release(c, worker=self.token, ids=ids))
+                logger.info("event=released count=%d reason=shutdown", len(unstarted))
+                return
+            if self.pending and (row[6] is not None or time.monotonic() - self.pending_since > FLUSH_AFTER):
+                # Write finished outcomes before a job that may be killed for overrunning
+                # (row[6]: its timeout), and never hold them long behind a slow one.
+                self.flush()
+            self._record(self._execute(row))
+        elapsed = time.monotonic() - started
+        # Size the next claim to what this executor can finish within the horizon, so a
+        # fast queue is drained in large batches and slow jobs are taken one at a time.
+        per_job = max(elapsed / len(rows), 1e-6)
+        self.batch_size = max(1, min(self.config.max_batch, int(self.config.prefetch_horizon / per_job)))
+        self.flush()
+
+    def _record(self, outcome: dict[str, Any]) -> None:
+        if not self.pending:
+            self.pending_since = time.monotonic()
+        self.pending.append(outcome)
+
+    def flush(self) -> None:
+        if not self.pending:
+            return
+        outcomes = self.pending
+        changed = self.db.run(lambda c: store.record_outcomes(c, worker=self.token, outcomes=outcomes))
+        if len(changed) != len(outcomes):
+            for outcome in outcomes:
+                if uuid.UUID(str(outcome["id"])) not in changed:
+                    logger.warning(
+                        "event=outcome_dropped job=%s attempt=%s reason=claim_superseded",
+                        outcome["id"],
+                        outcome["attempt"],
+                    )
+        self.pending = []
+
+    # --- one attempt --------------------------------------------------------------
+
+    def _execute(self, row: tuple[Any, ...]) -> dict[str, Any]:
+        (job_id, task_path, args, kwargs, attempt, max_attempts, timeout, lease_seconds,
+         _trace_id, _queue_name, _priority) = row  # fmt: skip
+        started = time.monotonic()
+        outcome: dict[str, Any] = {"id": str(job_id), "attempt": attempt}
+        try:
+            task, policy, signature = self._resolve(task_path)
+            args, kwargs = _decode_payload(args, kwargs, signature, task.takes_context)
+        except JobsError as exc:
+            # The row cannot run at all: retrying would fail the same way.
+            outcome.update(state="dead", error=_error(exc))
+            self._log(row, started, "dead", exc)
+            return outcome
+        policy = replace(policy, max_attempts=max_attempts)
+        soft = task.soft_timeout if isinstance(task, JobTask) else None
+        self.slots.start(
+            self.index, job_id, attempt, started, started + timeout if timeout else 0.0, lease_seconds
+        )
+        try:
+            if soft:
+                signal.setitimer(signal.ITIMER_REAL, soft)
+            if task.takes_context:
+                context = TaskContext(task_result=self._task_result(task, row, args, kwargs))
+                value = task.call(context, *args, **kwargs)
+            else:
+                value = task.call(*args, **kwargs)
+            if soft:
+                signal.setitimer(signal.ITIMER_REAL, 0)
+            outcome.update(state="succeeded", result=_check_result(value))
+            self._log(row, started, "succeeded")
+        except BaseException as exc:  # noqa: BLE001 - every failure is the job's outcome
+            if soft:
+                signal.setitimer(signal.ITIMER_REAL, 0)
+            decision = decide(exc, attempt=attempt, policy=policy)
+            outcome.update(state=decision.state, delay=decision.delay, error=_error(exc))
+            if decision.refund:
+                outcome["refund"] = 1
+                outcome.pop("error")
+            label = "snoozed" if decision.refund else ("retry" if decision.state == "queued" else "dead")
+            self._log(row, started, label, exc, decision.reason)
+        finally:
+            self.slots.clear(self.index)
+            self.jobs_run += 1
+            close_old_connections()
+        return outcome
+
+    def _resolve(self, task_path: str) -> tuple[Task, RetryPolicy, inspect.Signature]:
+        cached = self.tasks.get(task_path)
+        if cached is None:
+            task = resolve_task(task_path)
+            policy = task.retry_policy() if isinstance(task, JobTask) else self.default_policy
+            cached = (task, policy, inspect.signature(task.func))
+            self.tasks[task_path] = cached
+        return cached
+
+    def _task_result(
+        self, task: Task, row: tuple[Any, ...], args: list[Any], kwargs: dict[str, Any]
+    ) -> TaskResult:
+        attempt = row[4]
+        return TaskResult(
+            task=task,
+            id=str(row[0]),
+            status=TaskResultStatus.RUNNING,
+            enqueued_at=None,
+            started_at=None,
+            finished_at=None,
+            last_attempted_at=None,
+            args=args,
+            kwargs=kwargs,
+            backend=task.backend,
+            errors=[],
+            # One entry per attempt so that context.attempt is right.
+            worker_ids=[""] * (attempt - 1) + [str(self.token)],
+        )
+
+    def _log(
+        self,
+        row: tuple[Any, ...],
+        started: float,
+        outcome: str,
+        error: BaseException | None = None,
+        reason: str = "",
+    ) -> None:
+        if not logger.isEnabledFor(logging.INFO):
+            return
+        line = (
+            f"job={row[0]} task={row[1]} queue={row[9]} attempt={row[4]}/{row[5]} "
+            f"duration_ms={(time.monotonic() - started) * 1000:.1f} outcome={outcome} "
+            f"trace_id={row[8]}"
+        )
+        if error is not None:
+            line += f" error={type(error).__name__}: {str(error)[:200]!r}"
+        if reason:
+            line += f" reason={reason!r}"
+        logger.log(logging.WARNING if outcome == "dead" else logging.INFO, line)
+
+
+def _default_policy() -> RetryPolicy:
+    conf = jobs_settings()
+    return RetryPolicy(
+        max_attempts=conf.DEFAULT_MAX_ATTEMPTS, backoff_base=conf.BACKOFF_BASE, backoff_cap=conf.BACKOFF_CAP
+    )
+
+
+def _decode_payload(
+    args: Any, kwargs: Any, signature: inspect.Signature, takes_context: bool
+) -> tuple[list[Any], dict[str, Any]]:
+    try:
+        if isinstance(args, str):
+            args = json.loads(args)
+        if isinstance(kwargs, str):
+            kwargs = json.loads(kwargs)
+    except ValueError as exc:
+        raise BadPayload(f"payload is not JSON: {exc}") from exc
+    if not isinstance(args, list) or not isinstance(kwargs, dict):
+        raise BadPayload(
+            f"payload must be a list of args and a dict of kwargs, got "
+            f"{type(args).__name__} and {type(kwargs).__name__}"
+        )
+    try:
+        if takes_context:
+            signature.bind(None, *args, **kwargs)
+        else:
+            signature.bind(*args, **kwargs)
+    except TypeError as exc:
+        raise BadPayload(f"payload does not fit the task's signature: {exc}") from exc
+    return args, kwargs
+
+
+def _check_result(value: Any) -> Any:
+    if value is None or type(value) in (int, str, bool):
+        return value
+    try:
+        json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise BadReturnValue(f"return value is not JSON: {exc}") from exc
+    return value
+
+
+def _error(exc: BaseException) -> dict[str, Any]:
+    kind = type(exc)
+    return {
+        "exception": f"{kind.__module__}.{kind.__qualname__}",
+        "message": str(exc)[:MESSAGE_LIMIT] or kind.__name__,
+        "traceback": "".join(traceback.format_exception(exc))[-TRACEBACK_LIMIT:],
+    }
+
+
+def _raise_soft_time_limit(signum: int, frame: object) -> None:
+    raise SoftTimeLimitExceeded("soft time limit exceeded")
+
+
+def _die_with_parent() -> None:
+    """Ask Linux to SIGKILL this process when the supervisor dies, so no executor runs
+    on unsupervised (its jobs then come back through the lease)."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        pr_set_pdeathsig = 1
+        libc.prctl(pr_set_pdeathsig, signal.SIGKILL)
+    except OSError:
+        logger.debug("event=pdeathsig_unavailable")

@@ -1,0 +1,58 @@
+"""The worker registry: one row per live ``runworker`` process (the console shows it)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .supervisor import Supervisor
+
+# A row not refreshed for this long belongs to a worker that is gone.
+EXPIRE_AFTER_SECONDS = 120
+
+
+def register(cursor: Any, worker: Supervisor) -> None:
+    cursor.execute(
+        """
+        INSERT INTO jobs_worker (id, hostname, pid, queues, concurrency, started_at,
+                                 last_heartbeat_at, jobs_in_hand, slot_tokens)
+        VALUES (%s, %s, %s, %s, %s, now(), now(), 0, '{}')
+        ON CONFLICT (id) DO UPDATE SET last_heartbeat_at = now()
+        """,
+        [
+            worker.id,
+            socket.gethostname(),
+            os.getpid(),
+            ",".join(f"{name}:{weight}" for name, weight in worker.config.queues),
+            worker.config.concurrency,
+        ],
+    )
+
+
+def heartbeat(cursor: Any, worker: Supervisor, *, tokens: list[uuid.UUID], jobs_in_hand: int) -> None:
+    cursor.execute(
+        """
+        UPDATE jobs_worker
+        SET last_heartbeat_at = now(), jobs_in_hand = %s, slot_tokens = %s::uuid[]
+        WHERE id = %s
+        """,
+        [jobs_in_hand, tokens, worker.id],
+    )
+    if cursor.rowcount == 0:
+        # Expired while the database was unreachable: come back.
+        register(cursor, worker)
+
+
+def unregister(cursor: Any, worker: Supervisor) -> None:
+    cursor.execute("DELETE FROM jobs_worker WHERE id = %s", [worker.id])
+
+
+def expire(cursor: Any) -> int:
+    cursor.execute(
+        "DELETE FROM jobs_worker WHERE last_heartbeat_at < now() - %s * interval '1 second'",
+        [EXPIRE_AFTER_SECONDS],
+    )
+    return cursor.rowcount

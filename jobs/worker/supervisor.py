@@ -1,0 +1,319 @@
+"""The ``runworker`` process: supervises executor processes and does the housekeeping.
+
+Process model: the supervisor forks ``--concurrency`` executors. Each claims, runs and
+records its own jobs on its own connection, so the hot path has no inter-process hop.
+The supervisor:
+
+* kills an executor whose handler overruns its hard time limit (a ``while True: pass`` or
+  a blocking C call cannot be interrupted from inside) and records the timeout;
+* notices an executor that died (``os._exit``, a signal, the OOM killer), records that
+  attempt as failed, gives its unstarted jobs back, and starts a new executor;
+* extends the leases of every job its executors hold (heartbeat), keeps the worker
+  registry row fresh, and runs the reaper with jitter;
+* turns SIGTERM/SIGINT into a graceful shutdown, and a second signal into an exit.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import random
+import select
+import signal
+import time
+import uuid
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from django.db import connections
+
+from .. import store
+from ..backend import JobTask, resolve_task
+from ..exceptions import JobsError, ProcessDied, TimeLimitExceeded
+from ..retry import RetryPolicy, decide
+from . import registry
+from .config import WorkerConfig
+from .db import CONNECTION_ERRORS, Connection
+from .executor import EXIT_OK, EXIT_RECYCLE, Executor, _error
+from .slots import SlotTable
+
+logger = logging.getLogger("jobs.worker")
+
+TICK = 0.05
+# The registry row and the leases are refreshed at least this often.
+MAX_HEARTBEAT_INTERVAL = 10.0
+
+
+@dataclass
+class Child:
+    index: int
+    pid: int
+    token: uuid.UUID
+    # Set when the supervisor killed it for overrunning: (job id, attempt, limit).
+    killed_for: tuple[uuid.UUID, int, float] | None = None
+
+
+@dataclass
+class Supervisor:
+    config: WorkerConfig
+    id: uuid.UUID = field(default_factory=uuid.uuid4)
+    children: dict[int, Child] = field(default_factory=dict)
+    signals_received: int = 0
+    shutdown_deadline: float | None = None
+    retired: set[int] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        self.slots = SlotTable(self.config.concurrency)
+        self.db = Connection(self.config.database, name="jobs-supervisor")
+        self.next_heartbeat = 0.0
+        self.next_reap = time.monotonic() + random.uniform(0, min(5.0, self.config.reaper_interval))
+
+    # --- lifecycle ----------------------------------------------------------------
+
+    def run(self) -> int:
+        wake_r, wake_w = os.pipe()
+        os.set_blocking(wake_w, False)
+        signal.set_wakeup_fd(wake_w)
+        signal.signal(signal.SIGTERM, self._on_signal)
+        signal.signal(signal.SIGINT, self._on_signal)
+        signal.signal(signal.SIGCHLD, lambda *_: None)
+        self._db(lambda c: registry.register(c, self), "register")
+        logger.info(
+            "event=worker_started worker=%s pid=%d queues=%s concurrency=%d burst=%s",
+            self.id,
+            os.getpid(),
+            ",".join(f"{n}:{w}" for n, w in self.config.queues),
+            self.config.concurrency,
+            self.config.burst,
+        )
+        for index in range(self.config.concurrency):
+            self._spawn(index)
+        while self.children:
+            self._collect_children()
+            now = time.monotonic()
+            self._enforce_time_limits(now)
+            if self.shutdown_deadline is not None and now >= self.shutdown_deadline:
+                self._kill_all("shutdown timeout")
+                self.shutdown_deadline = float("inf")
+            if now >= self.next_heartbeat:
+                self._heartbeat(now)
+            if now >= self.next_reap and self.shutdown_deadline is None:
+                self._reap(now)
+            readable, _, _ = select.select([wake_r], [], [], TICK)
+            if readable:
+                os.read(wake_r, 4096)
+        self._db(lambda c: registry.unregister(c, self), "unregister")
+        self.db.drop()
+        logger.info("event=worker_stopped worker=%s", self.id)
+        return 0
+
+    def _on_signal(self, signum: int, frame: object) -> None:
+        self.signals_received += 1
+        if self.signals_received == 1:
+            logger.info(
+                "event=shutdown_requested signal=%s timeout=%.1fs",
+                signal.Signals(signum).name,
+                self.config.shutdown_timeout,
+            )
+            self.shutdown_deadline = time.monotonic() + self.config.shutdown_timeout
+            for child in self.children.values():
+                _signal(child.pid, signal.SIGTERM)
+        else:
+            # A second signal: leave now; the leases bring the jobs in hand back.
+            logger.warning("event=shutdown_forced signal=%s", signal.Signals(signum).name)
+            for child in self.children.values():
+                _signal(child.pid, signal.SIGKILL)
+            os._exit(1)
+
+    def _spawn(self, index: int) -> None:
+        token = uuid.uuid4()
+        # The executor must not inherit open Django connections (sockets are shared
+        # across fork); the supervisor's own psycopg connection it never touches, and it
+        # leaves through os._exit so nothing is closed on the supervisor's behalf.
+        connections.close_all()
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                signal.set_wakeup_fd(-1)
+                code = Executor(self.config, index=index, token=token, slots=self.slots).run()
+            except BaseException:
+                logger.exception("event=executor_crashed index=%d", index)
+            finally:
+                logging.shutdown()
+                os._exit(code)
+        self.slots.clear(index)
+        self.children[pid] = Child(index=index, pid=pid, token=token)
+
+    # --- executors ----------------------------------------------------------------
+
+    def _collect_children(self) -> None:
+        while self.children:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                self.children.clear()
+                return
+            if pid == 0:
+                return
+            child = self.children.pop(pid, None)
+            if child is None:
+                continue
+            code = os.waitstatus_to_exitcode(status)
+            running = self.slots.read(child.index)
+            self.slots.clear(child.index)
+            if code == EXIT_OK and child.killed_for is None:
+                if not self.config.burst and self.shutdown_deadline is None:
+                    self._spawn(child.index)
+                continue
+            if code == EXIT_RECYCLE:
+                self._spawn(child.index)
+                continue
+            self._lost_executor(child, code, running)
+            if self.shutdown_deadline is None:
+                self._spawn(child.index)
+
+    def _lost_executor(self, child: Child, code: int, running: Any) -> None:
+        """An executor died or was killed: settle the job it was running, give the rest
+        of its jobs back to the queue without using their attempts."""
+        how = f"signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
+        if child.killed_for is not None and self.shutdown_deadline is None:
+            job_id, attempt, limit = child.killed_for
+            self._fail_attempt(
+                child.token,
+                job_id,
+                attempt,
+                TimeLimitExceeded(f"hard time limit of {limit:g}s exceeded; executor process killed"),
+            )
+        elif running is not None and self.shutdown_deadline is None:
+            self._fail_attempt(
+                child.token,
+                running.job_id,
+                running.attempt,
+                ProcessDied(f"executor process died while running the job ({how})"),
+            )
+        released = self._db(lambda c: store.release(c, worker=child.token), "release") or []
+        logger.warning(
+            "event=executor_lost index=%d pid=%d how=%r released=%d",
+            child.index,
+            child.pid,
+            how,
+            len(released),
+        )
+
+    def _fail_attempt(self, token: uuid.UUID, job_id: uuid.UUID, attempt: int, error: JobsError) -> None:
+        def write(cursor: Any) -> None:
+            cursor.execute("SELECT task_path, max_attempts FROM jobs_job WHERE id = %s", [job_id])
+            row = cursor.fetchone()
+            if row is None:
+                return
+            policy = replace(_policy_for(row[0]), max_attempts=row[1])
+            decision = decide(error, attempt=attempt, policy=policy)
+            outcome = {
+                "id": str(job_id),
+                "attempt": attempt,
+                "state": decision.state,
+                "delay": decision.delay,
+                "error": _error(error),
+            }
+            changed = store.record_outcomes(cursor, worker=token, outcomes=[outcome])
+            logger.warning(
+                "event=attempt_failed job=%s task=%s attempt=%d/%d outcome=%s error=%r recorded=%s",
+                job_id,
+                row[0],
+                attempt,
+                row[1],
+                "retry" if decision.state == "queued" else "dead",
+                str(error),
+                bool(changed),
+            )
+
+        self._db(write, "fail_attempt")
+
+    def _enforce_time_limits(self, now: float) -> None:
+        for child in self.children.values():
+            if child.killed_for is not None:
+                continue
+            running = self.slots.read(child.index)
+            if running is not None and running.deadline and now > running.deadline:
+                child.killed_for = (running.job_id, running.attempt, running.deadline - running.started)
+                logger.warning(
+                    "event=time_limit job=%s attempt=%d pid=%d", running.job_id, running.attempt, child.pid
+                )
+                _signal(child.pid, signal.SIGKILL)
+
+    def _kill_all(self, reason: str) -> None:
+        for child in self.children.values():
+            logger.warning("event=executor_killed pid=%d reason=%r", child.pid, reason)
+            _signal(child.pid, signal.SIGKILL)
+
+    # --- housekeeping -------------------------------------------------------------
+
+    def _heartbeat(self, now: float) -> None:
+        tokens = [child.token for child in self.children.values()]
+        leases = [self.config.lease_seconds]
+        for child in self.children.values():
+            running = self.slots.read(child.index)
+            if running is not None:
+                leases.append(running.lease_seconds)
+        self.next_heartbeat = now + min(MAX_HEARTBEAT_INTERVAL, min(leases) / 3)
+
+        def beat(cursor: Any) -> None:
+            in_hand = store.extend_leases(cursor, tokens=tokens)
+            registry.heartbeat(cursor, self, tokens=tokens, jobs_in_hand=in_hand)
+
+        self._db(beat, "heartbeat")
+
+    def _reap(self, now: float) -> None:
+        interval = self.config.reaper_interval
+        self.next_reap = now + interval * random.uniform(0.5, 1.5)
+
+        def reap(cursor: Any) -> None:
+            for job_id, state, task_path, attempt in store.reap(
+                cursor, backoff_base=self.config.backoff_base, backoff_cap=self.config.backoff_cap
+            ):
+                logger.warning(
+                    "event=reaped job=%s task=%s attempt=%d outcome=%s reason='worker lost'",
+                    job_id,
+                    task_path,
+                    attempt,
+                    "dead" if state == "dead" else "retry",
+                )
+            registry.expire(cursor)
+
+        self._db(reap, "reap")
+
+    def _db(self, operation: Any, what: str) -> Any:
+        """Run a housekeeping statement; on a lost connection log and go on, so that
+        supervising executors never waits for the database. The next tick retries."""
+        if (
+            self.db.cursor is None
+            and self.db.failures
+            and time.monotonic() < getattr(self, "_db_retry_at", 0)
+        ):
+            return None
+        try:
+            return self.db.run(operation, retry=False)
+        except CONNECTION_ERRORS as exc:
+            delay = min(5.0, 0.1 * 2 ** min(self.db.failures, 6))
+            self._db_retry_at = time.monotonic() + delay
+            logger.warning(
+                "event=db_unavailable op=%s retry_in=%.1fs error=%r", what, delay, str(exc).strip()
+            )
+            return None
+
+
+def _policy_for(task_path: str) -> RetryPolicy:
+    from .executor import _default_policy
+
+    try:
+        task = resolve_task(task_path)
+    except JobsError:
+        return _default_policy()
+    return task.retry_policy() if isinstance(task, JobTask) else _default_policy()
+
+
+def _signal(pid: int, signum: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signum)

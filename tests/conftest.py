@@ -1,0 +1,56 @@
+"""Shared fixtures. Every test that touches the database runs on real PostgreSQL."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from django.db import connection
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture
+def side_effects(transactional_db: None) -> Iterator[None]:
+    """A table handlers insert into, to count side effects across processes."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "CREATE TABLE IF NOT EXISTS test_side_effects "
+            "(id bigserial PRIMARY KEY, key text NOT NULL, at timestamptz DEFAULT now())"
+        )
+        cursor.execute("TRUNCATE test_side_effects")
+    yield
+
+
+def side_effect_counts() -> dict[str, int]:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT key, count(*) FROM test_side_effects GROUP BY key")
+        return dict(cursor.fetchall())
+
+
+def subprocess_env(**extra: str) -> dict[str, str]:
+    """Environment for a manage.py subprocess pointed at the test database."""
+    settings = connection.settings_dict
+    url = (
+        f"postgres://{settings['USER'] or ''}@{settings['HOST'] or '127.0.0.1'}:"
+        f"{settings['PORT'] or 5432}/{settings['NAME']}"
+    )
+    env = dict(os.environ)
+    env.update({"DATABASE_URL": url, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"})
+    env.update(extra)
+    return env
+
+
+def manage(*args: str, env: dict[str, str] | None = None, **popen: object) -> subprocess.Popen[str]:
+    """Start ``manage.py <args>`` as a real subprocess on the test database."""
+    return subprocess.Popen(  # type: ignore[call-overload]
+        [sys.executable, str(ROOT / "manage.py"), *args],
+        cwd=ROOT,
+        env=env or subprocess_env(),
+        text=True,
+        **popen,
+    )
