@@ -1,0 +1,78 @@
+"""The operations console. Job rows are read-only here; every action goes through store.py."""
+
+from django.contrib import admin, messages
+from django.db.models import QuerySet
+from django.http import HttpRequest
+
+from . import store
+from .exceptions import JobsError
+from .models import Job, Worker
+
+
+@admin.register(Job)
+class JobAdmin(admin.ModelAdmin):
+    list_display = (
+        "id",
+        "task_path",
+        "queue_name",
+        "state",
+        "attempt",
+        "max_attempts",
+        "run_at",
+        "created_at",
+    )
+    list_filter = ("state", "queue_name")
+    search_fields = ("=id", "task_path", "dedupe_key", "trace_id")
+    ordering = ("-created_at",)
+    show_full_result_count = False
+    actions = ("replay_jobs", "cancel_jobs", "run_jobs_now")
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Job | None = None) -> bool:
+        return False
+
+    def _apply(self, request: HttpRequest, queryset: QuerySet[Job], action: str, verb: str) -> None:
+        done, refused = 0, []
+        for job_id in queryset.values_list("id", flat=True):
+            try:
+                getattr(store, action)(job_id)
+                done += 1
+            except JobsError as exc:
+                refused.append(str(exc))
+        if done:
+            self.message_user(request, f"{verb} {done} job(s).", messages.SUCCESS)
+        for reason in refused[:10]:
+            self.message_user(request, reason, messages.WARNING)
+
+    @admin.action(description="Replay selected dead or cancelled jobs")
+    def replay_jobs(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
+        self._apply(request, queryset, "replay", "Replayed")
+
+    @admin.action(description="Cancel selected queued or running jobs")
+    def cancel_jobs(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
+        self._apply(request, queryset, "cancel", "Cancelled")
+
+    @admin.action(description="Run selected queued jobs now")
+    def run_jobs_now(self, request: HttpRequest, queryset: QuerySet[Job]) -> None:
+        self._apply(request, queryset, "run_now", "Made due")
+
+
+@admin.register(Worker)
+class WorkerAdmin(admin.ModelAdmin):
+    list_display = (
+        "hostname",
+        "pid",
+        "queues",
+        "concurrency",
+        "jobs_in_hand",
+        "started_at",
+        "last_heartbeat_at",
+    )
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Worker | None = None) -> bool:
+        return False
