@@ -1,0 +1,16 @@
+"""Job status over HTTP. The payload is never shown: it may carry personal data."""
+
+import uuid
+
+from django.http import Http404, HttpRequest, JsonResponse
+from django.views.decorators.http import require_GET
+
+from . import selectors
+
+
+@require_GET
+def job_status(request: HttpRequest, job_id: uuid.UUID) -> JsonResponse:
+    status = selectors.job_status(job_id=job_id)
+    if status is None:
+        raise Http404("no such job")
+    return JsonResponse(status)

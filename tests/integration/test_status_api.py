@@ -1,0 +1,58 @@
+import uuid
+
+import pytest
+from django.test import Client
+
+from jobs import store
+from tests.tasks import basic
+
+
+@pytest.mark.django_db
+def test_status_of_a_queued_job_hides_the_payload(client: Client) -> None:
+    result = basic.add.enqueue(40, 2)
+    body = client.get(f"/api/jobs/{result.id}").json()
+    assert body["id"] == result.id
+    assert body["status"] == "queued"
+    assert body["task_status"] == "READY"
+    assert body["task"] == "tests.tasks.basic.add"
+    assert body["queue"] == "default"
+    assert body["attempts"] == 0
+    assert body["max_attempts"] == 5
+    assert body["started_at"] is None and body["finished_at"] is None
+    assert body["result"] is None and body["last_error"] is None
+    assert "args" not in body and "kwargs" not in body and "40" not in str(body)
+
+
+@pytest.mark.django_db
+def test_status_of_finished_jobs_shows_result_or_last_error(client: Client) -> None:
+    from django.db import connection
+
+    ok = basic.add.enqueue(40, 2)
+    bad = basic.fail_always.enqueue("smtp said no")
+    token = uuid.uuid4()
+    with connection.cursor() as cursor:
+        store.claim(cursor, worker=token, queues=["default"], limit=10)
+        store.record_outcomes(
+            cursor,
+            worker=token,
+            outcomes=[
+                {"id": ok.id, "attempt": 1, "state": "succeeded", "result": 42},
+                {
+                    "id": bad.id,
+                    "attempt": 1,
+                    "state": "dead",
+                    "error": {"exception": "x.Err", "message": "smtp said no", "traceback": "Traceback..."},
+                },
+            ],
+        )
+    done = client.get(f"/api/jobs/{ok.id}").json()
+    assert done["status"] == "succeeded" and done["result"] == 42 and done["finished_at"]
+    failed = client.get(f"/api/jobs/{bad.id}").json()
+    assert failed["status"] == "dead" and failed["last_error"] == "smtp said no"
+    assert "Traceback" not in str(failed)
+
+
+@pytest.mark.django_db
+def test_unknown_or_malformed_id_is_404(client: Client) -> None:
+    assert client.get(f"/api/jobs/{uuid.uuid4()}").status_code == 404
+    assert client.get("/api/jobs/not-a-uuid").status_code == 404
