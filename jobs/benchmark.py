@@ -1,0 +1,181 @@
+"""Throughput and latency of the queue on the local database, for no-op jobs.
+
+Run through ``scripts/bench`` (a dedicated database) or ``manage.py benchmark``. Each
+figure is the median of ``runs`` repetitions. Workers are real ``runworker`` processes
+with per-job logging off (it is a log line per job; with it on, drain rates fall).
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.db import connection
+from django.tasks import task
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@task
+def noop() -> None:
+    return None
+
+
+@task
+def stamp() -> float:
+    """Returns the wall-clock time the handler started: pickup latency."""
+    return time.time()
+
+
+@dataclass
+class Report:
+    runs: int
+    figures: dict[str, list[float]] = field(default_factory=dict)
+    notes: dict[str, Any] = field(default_factory=dict)
+
+    def add(self, name: str, value: float) -> None:
+        self.figures.setdefault(name, []).append(value)
+
+    def medians(self) -> dict[str, float]:
+        return {name: statistics.median(values) for name, values in self.figures.items()}
+
+
+def _truncate() -> None:
+    with connection.cursor() as cursor:
+        cursor.execute("TRUNCATE jobs_job")
+        cursor.execute("VACUUM ANALYZE jobs_job")
+
+
+def _worker_env(**extra: str) -> dict[str, str]:
+    db = settings.DATABASES["default"]
+    env = dict(os.environ)
+    host = f"{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}"
+    env.update(
+        DATABASE_URL=f"postgres://{db['USER'] or ''}@{host}/{db['NAME']}",
+        PYTHONPATH=str(ROOT),
+        JOBS_LOG_LEVEL="WARNING",
+    )
+    env.update(extra)
+    return env
+
+
+def measure_single_enqueue(count: int) -> float:
+    _truncate()
+    started = time.perf_counter()
+    for _ in range(count):
+        noop.enqueue()
+    return count / (time.perf_counter() - started)
+
+
+def measure_bulk_enqueue(count: int, batch: int) -> float:
+    _truncate()
+    calls = [((), {})] * batch
+    started = time.perf_counter()
+    for _ in range(count // batch):
+        noop.enqueue_many(calls)
+    return (count // batch) * batch / (time.perf_counter() - started)
+
+
+def measure_drain(count: int, concurrency: int) -> tuple[float, float]:
+    """(jobs/s from first claim to last outcome in the database, jobs/s wall incl. start)."""
+    _truncate()
+    for _ in range(count // 10_000 + 1):
+        noop.enqueue_many([((), {})] * min(10_000, count))
+    with connection.cursor() as cursor:
+        cursor.execute("DELETE FROM jobs_job WHERE id IN (SELECT id FROM jobs_job OFFSET %s)", [count])
+        cursor.execute("ANALYZE jobs_job")
+    started = time.perf_counter()
+    subprocess.run(
+        [sys.executable, str(ROOT / "manage.py"), "runworker", "--burst", f"--concurrency={concurrency}"],
+        env=_worker_env(),
+        check=True,
+    )
+    wall = time.perf_counter() - started
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FILTER (WHERE state = 'succeeded'), "
+            "extract(epoch FROM max(finished_at) - min(started_at)) FROM jobs_job"
+        )
+        done, span = cursor.fetchone()
+    if done != count:
+        raise RuntimeError(f"drain finished {done} of {count} jobs")
+    return count / float(span), count / wall
+
+
+def measure_pickup(samples: int) -> list[float]:
+    """Milliseconds from just before enqueue to handler start, on an idle worker."""
+    _truncate()
+    worker = subprocess.Popen(
+        [sys.executable, str(ROOT / "manage.py"), "runworker", "--concurrency=1"],
+        env=_worker_env(JOBS_POLL_INTERVAL="10"),
+    )
+    try:
+        _wait_for(lambda: _count_workers() > 0, 20)
+        time.sleep(0.5)
+        latencies = []
+        for _ in range(samples):
+            before = time.time()
+            result = stamp.enqueue()
+            _wait_for(lambda r=result: _finished(r.id), 15)
+            result.refresh()
+            latencies.append((result.return_value - before) * 1000)
+            time.sleep(0.02)
+        return latencies
+    finally:
+        worker.terminate()
+        worker.wait(30)
+
+
+def _count_workers() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM jobs_worker")
+        return int(cursor.fetchone()[0])
+
+
+def _finished(job_id: str) -> bool:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT state FROM jobs_job WHERE id = %s", [job_id])
+        return cursor.fetchone()[0] == "succeeded"
+
+
+def _wait_for(condition: Callable[[], bool], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise TimeoutError("benchmark step did not finish in time")
+        time.sleep(0.0005)
+
+
+def percentile(values: list[float], pct: float) -> float:
+    ordered = sorted(values)
+    index = min(len(ordered) - 1, max(0, round(pct / 100 * (len(ordered) - 1))))
+    return ordered[index]
+
+
+def run(*, runs: int, single: int, bulk: int, drain: int, pickup: int, echo: Callable[[str], None]) -> Report:
+    report = Report(runs=runs)
+    for run_number in range(1, runs + 1):
+        echo(f"run {run_number}/{runs}")
+        report.add("single_enqueue_per_s", measure_single_enqueue(single))
+        report.add("bulk_enqueue_per_s", measure_bulk_enqueue(bulk, 5_000))
+        for concurrency in (1, 2):
+            in_db, wall = measure_drain(drain, concurrency)
+            report.add(f"drain_{concurrency}_proc_per_s", in_db)
+            report.add(f"drain_{concurrency}_proc_wall_per_s", wall)
+        latencies = measure_pickup(pickup)
+        for pct in (50, 95, 99):
+            report.add(f"pickup_p{pct}_ms", percentile(latencies, pct))
+    report.notes = {
+        "jobs": {"single": single, "bulk": bulk, "drain": drain, "pickup_samples": pickup},
+        "cpus": os.cpu_count(),
+        "python": sys.version.split()[0],
+    }
+    return report

@@ -1,0 +1,48 @@
+import json
+from pathlib import Path
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import connection
+
+from jobs import benchmark
+
+
+class Command(BaseCommand):
+    help = "Measure enqueue rates, drain rates and pickup latency on this database (it is emptied)."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--runs", type=int, default=3)
+        parser.add_argument("--single", type=int, default=5_000, help="jobs enqueued one by one")
+        parser.add_argument("--bulk", type=int, default=100_000, help="jobs enqueued in bulk")
+        parser.add_argument("--drain", type=int, default=20_000, help="jobs drained per measurement")
+        parser.add_argument("--pickup", type=int, default=200, help="pickup latency samples")
+        parser.add_argument("--json", default="bench-results/latest.json", help="where to write results")
+        parser.add_argument(
+            "--force", action="store_true", help="run even if the database name lacks 'bench'"
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        name = connection.settings_dict["NAME"]
+        if "bench" not in name and not options["force"]:
+            raise CommandError(
+                f"the benchmark empties the job table; database {name!r} does not look like a "
+                "benchmark database (use scripts/bench, or --force)"
+            )
+        report = benchmark.run(
+            runs=options["runs"],
+            single=options["single"],
+            bulk=options["bulk"],
+            drain=options["drain"],
+            pickup=options["pickup"],
+            echo=lambda line: self.stderr.write(line),
+        )
+        medians = report.medians()
+        self.stdout.write(f"{'measure':<28}{'median':>12}   runs")
+        for key, value in medians.items():
+            runs = ", ".join(f"{v:,.1f}" for v in report.figures[key])
+            self.stdout.write(f"{key:<28}{value:>12,.1f}   {runs}")
+        path = Path(options["json"])
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"medians": medians, "runs": report.figures, **report.notes}, indent=2))
+        self.stdout.write(f"written to {path}")
