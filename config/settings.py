@@ -100,6 +100,8 @@ JOBS = {
     "MAX_BATCH": env.int("JOBS_MAX_BATCH", default=200),
     "REAPER_INTERVAL": env.float("JOBS_REAPER_INTERVAL", default=30.0),
     "SHUTDOWN_TIMEOUT": env.float("JOBS_SHUTDOWN_TIMEOUT", default=30.0),
+    # Prepared enqueue statements; off for PgBouncer < 1.21 in transaction mode.
+    "PREPARED_STATEMENTS": env.bool("JOBS_PREPARED_STATEMENTS", default=True),
     # Retention of finished jobs before pruning (seconds).
     "RETENTION_SUCCEEDED": env.float("JOBS_RETENTION_SUCCEEDED", default=7 * 86400),
     "RETENTION_DEAD": env.float("JOBS_RETENTION_DEAD", default=90 * 86400),

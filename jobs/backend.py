@@ -12,6 +12,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+import psycopg
 from django.db import connections
 from django.tasks import Task, TaskResult
 from django.tasks.backends.base import BaseTaskBackend
@@ -113,32 +114,50 @@ class PostgresBackend(BaseTaskBackend):
         if task.dedupe_window is not None and not task.dedupe_key:
             raise InvalidTask("dedupe_window needs a dedupe_key.")
 
-    def _new_job(self, task: Task, args: Sequence[Any], kwargs: dict[str, Any]) -> store.NewJob:
+    def _options(self, task: Task) -> dict[str, Any]:
+        """The columns every job of this task shares (validated once per enqueue call)."""
+        self.validate_task(task)
         conf = jobs_settings()
+        options = task if isinstance(task, JobTask) else JobTask(func=task.func)
+        return {
+            "task_path": task.module_path,
+            "queue_name": task.queue_name,
+            "priority": task.priority,
+            "run_at": task.run_after,
+            "max_attempts": options.max_attempts or conf.DEFAULT_MAX_ATTEMPTS,
+            "timeout": options.timeout or conf.DEFAULT_TIMEOUT or None,
+            "lease_seconds": options.lease_seconds or conf.LEASE_SECONDS,
+            "dedupe_key": options.dedupe_key,
+            "dedupe_window": options.dedupe_window,
+            "trace_id": options.trace_id,
+            "limit": conf.MAX_PAYLOAD_BYTES,
+        }
+
+    def _new_job(self, options: dict[str, Any], args: Sequence[Any], kwargs: dict[str, Any]) -> store.NewJob:
         args_json = _dump_payload("args", list(args))
         kwargs_json = _dump_payload("kwargs", dict(kwargs))
         size = len(args_json) + len(kwargs_json)
-        if size > conf.MAX_PAYLOAD_BYTES:
+        if size > options["limit"]:
             raise InvalidPayload(
-                f"payload of {task.module_path} is {size} bytes; the limit is "
-                f"{conf.MAX_PAYLOAD_BYTES} (JOBS_MAX_PAYLOAD_BYTES). Pass ids, not data."
+                f"payload of {options['task_path']} is {size} bytes; the limit is "
+                f"{options['limit']} (JOBS_MAX_PAYLOAD_BYTES). Pass ids, not data."
             )
-        options = task if isinstance(task, JobTask) else JobTask(func=task.func)
-        timeout = options.timeout or conf.DEFAULT_TIMEOUT or None
+        job_id = uuid.uuid4()
         return store.NewJob(
-            id=uuid.uuid4(),
-            task_path=task.module_path,
-            queue_name=task.queue_name,
-            priority=task.priority,
+            id=job_id,
+            task_path=options["task_path"],
+            queue_name=options["queue_name"],
+            priority=options["priority"],
             args=args_json,
             kwargs=kwargs_json,
-            run_at=task.run_after,
-            max_attempts=options.max_attempts or conf.DEFAULT_MAX_ATTEMPTS,
-            timeout=timeout,
-            lease_seconds=options.lease_seconds or conf.LEASE_SECONDS,
-            dedupe_key=options.dedupe_key,
-            dedupe_window=options.dedupe_window,
-            trace_id=options.trace_id or uuid.uuid4().hex,
+            run_at=options["run_at"],
+            max_attempts=options["max_attempts"],
+            timeout=options["timeout"],
+            lease_seconds=options["lease_seconds"],
+            dedupe_key=options["dedupe_key"],
+            dedupe_window=options["dedupe_window"],
+            # Without a trace to join, a job starts its own: its id.
+            trace_id=options["trace_id"] or job_id.hex,
         )
 
     # --- enqueue ----------------------------------------------------------------------
@@ -149,34 +168,44 @@ class PostgresBackend(BaseTaskBackend):
     def bulk_enqueue(self, calls: Iterable[tuple[Task, Sequence[Any], dict[str, Any]]]) -> list[JobResult]:
         """Enqueue many jobs, of one task or several, in one INSERT statement."""
         calls = list(calls)
+        per_task: dict[int, dict[str, Any]] = {}
         rows = []
         for task, args, kwargs in calls:
-            self.validate_task(task)
-            rows.append(self._new_job(task, args, kwargs))
+            options = per_task.get(id(task))
+            if options is None:
+                options = per_task[id(task)] = self._options(task)
+            rows.append(self._new_job(options, args, kwargs))
         if not rows:
             return []
-        with connections[self.database].cursor() as cursor:
-            outcome = store.insert_jobs(cursor, rows)
+        # The caller's connection, in the caller's transaction (invariant 1). A psycopg
+        # cursor rather than Django's, so the statement is prepared once per connection.
+        conn = connections[self.database]
+        conn.validate_no_broken_transaction()
+        conn.ensure_connection()
+        with psycopg.Cursor(conn.connection) as cursor:
+            outcome = store.insert_jobs(cursor, rows, prepare=jobs_settings().PREPARED_STATEMENTS)
         results = []
-        for (task, _, _), row, (job_id, created) in zip(calls, rows, outcome, strict=True):
+        for (task, args, kwargs), (job_id, created) in zip(calls, outcome, strict=True):
             if created:
-                results.append(self._fresh_result(task, row))
+                results.append(self._fresh_result(task, job_id, args, kwargs))
             else:
                 existing = self.get_result(job_id)
                 results.append(replace(existing, deduplicated=True))
         return results
 
-    def _fresh_result(self, task: Task, row: store.NewJob) -> JobResult:
+    def _fresh_result(
+        self, task: Task, job_id: uuid.UUID, args: Sequence[Any], kwargs: dict[str, Any]
+    ) -> JobResult:
         return JobResult(
             task=task,
-            id=str(row.id),
+            id=str(job_id),
             status=TASK_STATUS[State.QUEUED],
             enqueued_at=None,
             started_at=None,
             finished_at=None,
             last_attempted_at=None,
-            args=json.loads(row.args),
-            kwargs=json.loads(row.kwargs),
+            args=list(args),
+            kwargs=dict(kwargs),
             backend=self.alias,
             errors=[],
             worker_ids=[],

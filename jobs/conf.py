@@ -1,8 +1,11 @@
 """The job engine's settings (``settings.JOBS``), with defaults for anything unset."""
 
 from dataclasses import dataclass, fields
+from functools import cache
+from typing import Any
 
 from django.conf import settings
+from django.core.signals import setting_changed
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,12 +25,16 @@ class JobsSettings:
     RETENTION_SUCCEEDED: float = 7 * 86400
     RETENTION_DEAD: float = 90 * 86400
     RETENTION_CANCELLED: float = 30 * 86400
+    # Enqueue prepares its INSERT once per connection. Turn off behind a pooler in
+    # transaction mode that does not track prepared statements (PgBouncer < 1.21).
+    PREPARED_STATEMENTS: bool = True
 
 
 # SQS's ceiling for a visibility timeout.
 MAX_LEASE_SECONDS = 12 * 3600.0
 
 
+@cache
 def jobs_settings() -> JobsSettings:
     configured = getattr(settings, "JOBS", {})
     known = {f.name for f in fields(JobsSettings)}
@@ -35,3 +42,11 @@ def jobs_settings() -> JobsSettings:
     if unknown:
         raise ValueError(f"unknown JOBS settings: {', '.join(sorted(unknown))}")
     return JobsSettings(**configured)
+
+
+def _reload(*, setting: str, **kwargs: Any) -> None:
+    if setting == "JOBS":
+        jobs_settings.cache_clear()
+
+
+setting_changed.connect(_reload)

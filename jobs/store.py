@@ -62,7 +62,12 @@ _INSERT_COLUMNS = (
 
 
 def insert_jobs(
-    cursor: Any, jobs: Sequence[NewJob], *, notify: bool = True, now: datetime | None = None
+    cursor: Any,
+    jobs: Sequence[NewJob],
+    *,
+    notify: bool = True,
+    now: datetime | None = None,
+    prepare: bool = False,
 ) -> list[tuple[uuid.UUID, bool]]:
     """Insert jobs; return, in input order, (id, created) for each.
 
@@ -76,10 +81,18 @@ def insert_jobs(
     for _ in range(5):
         if not pending:
             break
-        params: dict[str, Any] = {col: [getattr(job, col) for _, job in pending] for col in _INSERT_COLUMNS}
+        if len(pending) == 1:
+            statement = sql("insert_one")
+            params = {col: getattr(pending[0][1], col) for col in _INSERT_COLUMNS}
+        else:
+            statement = sql("insert")
+            params = {col: [getattr(job, col) for _, job in pending] for col in _INSERT_COLUMNS}
         params["notify"] = notify
         params["now"] = now
-        cursor.execute(sql("insert"), params)
+        if prepare:
+            cursor.execute(statement, params, prepare=True)
+        else:
+            cursor.execute(statement, params)
         inserted = {row[0] for row in cursor.fetchall()}
         conflicted = []
         for index, job in pending:
