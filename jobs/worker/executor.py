@@ -59,6 +59,7 @@ class Executor:
         self.slots = slots
         self.stopping = False
         self.batch_size = 1
+        self.shortest_lease = config.lease_seconds
         self.jobs_run = 0
         self.pending: list[dict[str, Any]] = []
         self.pending_since = 0.0
@@ -137,6 +138,9 @@ class Executor:
 
     def _run_batch(self, rows: list[tuple[Any, ...]]) -> None:
         started = time.monotonic()
+        # Jobs waiting their turn in the batch are under lease too: the supervisor beats
+        # at a third of the shortest lease in hand.
+        self.shortest_lease = min(row[7] for row in rows)
         for position, row in enumerate(rows):
             if self.stopping:
                 unstarted = [r[0] for r in rows[position:]]
@@ -194,7 +198,12 @@ class Executor:
         policy = replace(policy, max_attempts=max_attempts)
         soft = task.soft_timeout if isinstance(task, JobTask) else None
         self.slots.start(
-            self.index, job_id, attempt, started, started + timeout if timeout else 0.0, lease_seconds
+            self.index,
+            job_id,
+            attempt,
+            started,
+            started + timeout if timeout else 0.0,
+            min(lease_seconds, self.shortest_lease),
         )
         try:
             if soft:

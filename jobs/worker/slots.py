@@ -13,7 +13,8 @@ import struct
 import uuid
 from dataclasses import dataclass
 
-# seq, job id, attempt, started (monotonic), hard deadline (monotonic, 0: none), lease
+# seq, job id, attempt, started (monotonic), hard deadline (monotonic, 0: none), and the
+# shortest lease among the jobs the executor holds (the supervisor beats at a third of it)
 _SLOT = struct.Struct("=Q16siddd")
 
 

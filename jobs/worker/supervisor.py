@@ -66,7 +66,7 @@ class Supervisor:
     def __post_init__(self) -> None:
         self.slots = SlotTable(self.config.concurrency)
         self.db = Connection(self.config.database, name="jobs-supervisor")
-        self.next_heartbeat = 0.0
+        self.last_heartbeat = -float("inf")
         self.next_reap = time.monotonic() + random.uniform(0, min(5.0, self.config.reaper_interval))
 
     # --- lifecycle ----------------------------------------------------------------
@@ -96,7 +96,7 @@ class Supervisor:
             if self.shutdown_deadline is not None and now >= self.shutdown_deadline:
                 self._kill_all("shutdown timeout")
                 self.shutdown_deadline = float("inf")
-            if now >= self.next_heartbeat:
+            if now >= self.last_heartbeat + self._heartbeat_interval():
                 self._heartbeat(now)
             if now >= self.next_reap and self.shutdown_deadline is None:
                 self._reap(now)
@@ -250,20 +250,26 @@ class Supervisor:
 
     # --- housekeeping -------------------------------------------------------------
 
-    def _heartbeat(self, now: float) -> None:
-        tokens = [child.token for child in self.children.values()]
+    def _heartbeat_interval(self) -> float:
+        """A third of the shortest lease in hand, looked at every tick: a job with a short
+        lease that starts right after a beat gets its first extension in time."""
         leases = [self.config.lease_seconds]
         for child in self.children.values():
             running = self.slots.read(child.index)
             if running is not None:
                 leases.append(running.lease_seconds)
-        self.next_heartbeat = now + min(MAX_HEARTBEAT_INTERVAL, min(leases) / 3)
+        return min(MAX_HEARTBEAT_INTERVAL, min(leases) / 3)
 
-        def beat(cursor: Any) -> None:
+    def _heartbeat(self, now: float) -> None:
+        tokens = [child.token for child in self.children.values()]
+
+        def beat(cursor: Any) -> bool:
             in_hand = store.extend_leases(cursor, tokens=tokens)
             registry.heartbeat(cursor, self, tokens=tokens, jobs_in_hand=in_hand)
+            return True
 
-        self._db(beat, "heartbeat")
+        if self._db(beat, "heartbeat"):
+            self.last_heartbeat = now
 
     def _reap(self, now: float) -> None:
         interval = self.config.reaper_interval
