@@ -252,8 +252,10 @@ def resolve_task(task_path: str) -> Task:
 
     try:
         task = import_string(task_path)
-    except ImportError as exc:
-        raise UnknownTask(f"task {task_path!r} cannot be imported: {exc}") from exc
+    except Exception as exc:
+        # Not only ImportError: a malformed path (".x") raises ValueError or TypeError, and a
+        # module may raise anything while it is imported. Either way the row cannot run.
+        raise UnknownTask(f"task {task_path!r} cannot be imported: {exc!r}") from exc
     if not isinstance(task, Task):
         raise UnknownTask(f"{task_path!r} is not a task (decorate it with @task)")
     return task
