@@ -169,11 +169,18 @@ def record_outcomes(
     """
     if not outcomes:
         return set()
+    outcomes = [{**o, "error": _storable_error(o["error"])} if o.get("error") else o for o in outcomes]
     cursor.execute(
         sql("record_outcomes"),
         {"worker": worker, "outcomes": json.dumps(outcomes, default=str), "now": now},
     )
     return {row[0] for row in cursor.fetchall()}
+
+
+def _storable_error(error: dict[str, Any]) -> dict[str, Any]:
+    # jsonb text cannot hold U+0000, and one such string fails the whole batch; an error
+    # message or traceback may quote binary data. It is text for people, so show the NUL.
+    return {k: v.replace("\x00", "\\x00") if isinstance(v, str) else v for k, v in error.items()}
 
 
 def extend_leases(cursor: Any, *, tokens: Sequence[uuid.UUID], now: datetime | None = None) -> int:
