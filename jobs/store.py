@@ -273,6 +273,11 @@ def cancel(job_id: uuid.UUID | str) -> None:
     )
 
 
+def discard(job_id: uuid.UUID | str, *, reason: str = "discarded by an operator") -> None:
+    """Send a queued job straight to the dead-letter state without running it."""
+    _guarded_update(job_id, [State.QUEUED], state=State.DEAD, finished_at=Now(), last_error=reason)
+
+
 def replay(
     job_id: uuid.UUID | str,
     *,
