@@ -57,7 +57,9 @@ class JobTask(Task):
     def using(self, **changes: Any) -> JobTask:  # type: ignore[override]
         """Django's ``using`` plus this queue's options, e.g. ``using(dedupe_key=...)``."""
         own = {k: changes.pop(k) for k in list(changes) if k in JOB_OPTIONS}
-        task = super().using(**changes) if changes else self
+        # Not super(): @dataclass(slots=True) builds a new class, and the zero-argument
+        # super() of a method still refers to the one it replaced.
+        task = Task.using(self, **changes) if changes else self
         return replace(task, **own) if own else task  # type: ignore[return-value]
 
     def enqueue_many(self, calls: Iterable[tuple[Sequence[Any], dict[str, Any]]]) -> list[JobResult]:
