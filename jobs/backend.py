@@ -265,6 +265,22 @@ def resolve_task(task_path: str) -> Task:
 
 def _dump_payload(name: str, value: Any) -> str:
     try:
-        return json.dumps(value, allow_nan=False, separators=(",", ":"))
+        text = json.dumps(value, allow_nan=False, separators=(",", ":"))
     except (TypeError, ValueError) as exc:
         raise InvalidPayload(f"{name} must be JSON-serializable: {exc}") from exc
+    _check_payload(name, value)
+    return text
+
+
+def _check_payload(name: str, value: list[Any] | dict[str, Any]) -> None:
+    """Refuse what json.dumps accepts but would hand the handler changed: object keys that
+    are not strings ({1: "a"} comes back as {"1": "a"})."""
+    stack: list[tuple[list[Any] | tuple[Any, ...] | dict[Any, Any], str]] = [(value, name)]
+    while stack:
+        container, where = stack.pop()
+        is_object = isinstance(container, dict)
+        for key, item in container.items() if is_object else enumerate(container):
+            if is_object and not isinstance(key, str):
+                raise InvalidPayload(f"{name} must be JSON: the key {key!r} at {where} is not a string")
+            if isinstance(item, dict | list | tuple):
+                stack.append((item, f"{where}[{key!r}]"))
