@@ -106,6 +106,21 @@ JOBS = {
     "RETENTION_SUCCEEDED": env.float("JOBS_RETENTION_SUCCEEDED", default=7 * 86400),
     "RETENTION_DEAD": env.float("JOBS_RETENTION_DEAD", default=90 * 86400),
     "RETENTION_CANCELLED": env.float("JOBS_RETENTION_CANCELLED", default=30 * 86400),
+    # --- The scheduler (manage.py runscheduler) ---
+    # Zone of schedules that name none (IANA name).
+    "SCHEDULER_TIME_ZONE": env.str("JOBS_SCHEDULER_TIME_ZONE", default=TIME_ZONE),
+    # Longest sleep between looks at the schedules (seconds); saving a schedule also wakes it.
+    "SCHEDULER_MAX_SLEEP": env.float("JOBS_SCHEDULER_MAX_SLEEP", default=60.0),
+    # A slot fired at most this late (seconds) is on time; older ones are missed and follow
+    # the schedule's catch-up policy.
+    "SCHEDULER_MISFIRE_GRACE": env.float("JOBS_SCHEDULER_MISFIRE_GRACE", default=60.0),
+    # Most missed slots one schedule fires in one catch-up.
+    "SCHEDULER_CATCHUP_LIMIT": env.int("JOBS_SCHEDULER_CATCHUP_LIMIT", default=100),
+    # Fire records (one per schedule and slot) are kept this long (seconds).
+    "RETENTION_FIRE_RECORDS": env.float("JOBS_RETENTION_FIRE_RECORDS", default=30 * 86400),
+    # Schedules declared here, synced into the database when a scheduler starts:
+    # {"name": {"task": "app.tasks.fn", "cron": "0 3 * * *", ...}}; None drops a built-in.
+    "SCHEDULES": {},
 }
 
 LOG_LEVEL = env.str("LOG_LEVEL", default="INFO")

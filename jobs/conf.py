@@ -1,6 +1,7 @@
 """The job engine's settings (``settings.JOBS``), with defaults for anything unset."""
 
-from dataclasses import dataclass, fields
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
 from functools import cache
 from typing import Any
 
@@ -25,6 +26,15 @@ class JobsSettings:
     RETENTION_SUCCEEDED: float = 7 * 86400
     RETENTION_DEAD: float = 90 * 86400
     RETENTION_CANCELLED: float = 30 * 86400
+    # The scheduler (jobs/scheduler/). An empty zone means settings.TIME_ZONE.
+    SCHEDULER_TIME_ZONE: str = ""
+    SCHEDULER_MAX_SLEEP: float = 60.0
+    SCHEDULER_MISFIRE_GRACE: float = 60.0
+    SCHEDULER_CATCHUP_LIMIT: int = 100
+    RETENTION_FIRE_RECORDS: float = 30 * 86400
+    # Code-declared schedules: name -> options (see jobs/scheduler/declared.py), or None to
+    # drop a built-in or app-declared schedule of that name.
+    SCHEDULES: Mapping[str, Mapping[str, Any] | None] = field(default_factory=dict)
     # Enqueue prepares its INSERT once per connection. Turn off behind a pooler in
     # transaction mode that does not track prepared statements (PgBouncer < 1.21).
     PREPARED_STATEMENTS: bool = True

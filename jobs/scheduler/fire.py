@@ -1,0 +1,162 @@
+"""Firing a slot: the fire record and its job, written together in one transaction.
+
+``INSERT ... ON CONFLICT DO NOTHING`` on the unique (schedule, slot) decides which
+scheduler fires a slot: the one whose row goes in enqueues the job through the normal
+backend path, on the same connection and in the same transaction, so the job exists if and
+only if its fire record does (invariants 1 and 11). A scheduler that dies half-way leaves
+neither, and another one fires the slot. No lock is held between schedulers; a second
+insert of the same slot waits for the first transaction and then does nothing.
+
+A manual run ("run now" in the console) takes the same path with ``manual`` set: it is
+recorded in the history and counts as the schedule's previous run for the overlap rule,
+but it sits outside the one-per-slot constraint, so it never uses up a scheduled slot.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.db import connection, transaction
+from django.db.models import Value
+from django.db.models.functions import Greatest
+from django.tasks import Task
+
+from ..models import FireOutcome, Overlap, Schedule
+from .validation import check
+
+logger = logging.getLogger("jobs.scheduler")
+
+_CLAIM_SLOT = """
+INSERT INTO jobs_firerecord (schedule_id, slot, manual, outcome, fired_at)
+SELECT s.id, coalesce(%(slot)s, %(now)s, now()), %(manual)s, 'enqueued', coalesce(%(now)s, now())
+FROM jobs_schedule s
+WHERE s.id = %(schedule)s
+  -- A schedule disabled or edited since this scheduler read it does not fire here.
+  AND (%(manual)s OR (s.enabled AND s.revision = %(revision)s))
+ON CONFLICT (schedule_id, slot) WHERE NOT manual DO NOTHING
+RETURNING id, slot
+"""
+
+# The most recent earlier run that has a job; a pruned job counts as finished.
+_PREVIOUS_RUN_UNFINISHED = """
+SELECT j.state IN ('queued', 'running')
+FROM (SELECT job_id FROM jobs_firerecord
+      WHERE schedule_id = %(schedule)s AND id <> %(record)s AND job_id IS NOT NULL
+      ORDER BY id DESC LIMIT 1) AS previous
+LEFT JOIN jobs_job j ON j.id = previous.job_id
+"""
+
+
+@dataclass(frozen=True)
+class Fired:
+    """What became of one slot in this scheduler's hands."""
+
+    slot: datetime
+    # enqueued, skipped_overlap, or taken (another scheduler had it, or the schedule changed)
+    outcome: str
+    job_id: uuid.UUID | None = None
+
+
+def fire_slot(schedule: Schedule, task: Task, slot: datetime, *, now: datetime | None = None) -> Fired:
+    """Fire one scheduled slot unless some scheduler already did."""
+    return _fire(schedule, task, slot=slot, manual=False, now=now)
+
+
+def run_now(schedule: Schedule, *, now: datetime | None = None) -> Fired:
+    """Enqueue the schedule's job at once, whatever its timing and overlap policy say.
+    Raises InvalidSchedule when the schedule could not fire."""
+    return _fire(schedule, check(schedule).task, slot=None, manual=True, now=now)
+
+
+def _fire(
+    schedule: Schedule, task: Task, *, slot: datetime | None, manual: bool, now: datetime | None
+) -> Fired:
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(
+            _CLAIM_SLOT,
+            {
+                "schedule": schedule.id,
+                "slot": slot,
+                "manual": manual,
+                "now": now,
+                "revision": schedule.revision,
+            },
+        )
+        row = cursor.fetchone()
+        if row is None:
+            assert slot is not None
+            return Fired(slot=slot, outcome="taken")
+        record, slot = row
+        if (
+            not manual
+            and schedule.overlap == Overlap.SKIP
+            and _previous_run_unfinished(cursor, schedule, record)
+        ):
+            cursor.execute(
+                "UPDATE jobs_firerecord SET outcome = %s WHERE id = %s", [FireOutcome.SKIPPED_OVERLAP, record]
+            )
+            return Fired(slot=slot, outcome=FireOutcome.SKIPPED_OVERLAP)
+        # The backend inserts on this connection, inside this transaction (invariant 1).
+        result = task.using(queue_name=schedule.queue_name, priority=schedule.priority).enqueue(
+            *schedule.args, **schedule.kwargs
+        )
+        job_id = uuid.UUID(str(result.id))
+        cursor.execute("UPDATE jobs_firerecord SET job_id = %s WHERE id = %s", [job_id, record])
+        if manual:
+            cursor.execute(
+                "UPDATE jobs_schedule SET last_fired_at = GREATEST(last_fired_at, %s) WHERE id = %s",
+                [slot, schedule.id],
+            )
+    return Fired(slot=slot, outcome=FireOutcome.ENQUEUED, job_id=job_id)
+
+
+def _previous_run_unfinished(cursor: Any, schedule: Schedule, record: int) -> bool:
+    cursor.execute(_PREVIOUS_RUN_UNFINISHED, {"schedule": schedule.id, "record": record})
+    row = cursor.fetchone()
+    return bool(row and row[0])
+
+
+def advance(schedule: Schedule, *, next_fire_at: datetime, last_fired_at: datetime | None) -> bool:
+    """Record that every slot before ``next_fire_at`` was dealt with. Never moves the times
+    backwards (another scheduler may be ahead), and writes nothing if the schedule was
+    edited since it was read: the edit set its own next fire time."""
+    changed = Schedule.objects.filter(id=schedule.id, revision=schedule.revision).update(
+        next_fire_at=Greatest("next_fire_at", Value(next_fire_at)),
+        last_fired_at=Greatest("last_fired_at", Value(last_fired_at)),
+    )
+    return bool(changed)
+
+
+def start_schedule(schedule: Schedule, next_fire_at: datetime) -> datetime:
+    """Set the first fire time of a schedule that has none; returns the one that stands."""
+    Schedule.objects.filter(id=schedule.id, revision=schedule.revision, next_fire_at__isnull=True).update(
+        next_fire_at=next_fire_at
+    )
+    stored = Schedule.objects.filter(id=schedule.id).values_list("next_fire_at", flat=True).first()
+    return stored or next_fire_at
+
+
+def prune_fire_records(*, retention: float, now: datetime | None = None, batch: int = 5000) -> int:
+    """Delete fire records older than ``retention`` seconds, except those whose job is still
+    unfinished (the overlap rule looks at them). Returns the count."""
+    deleted = 0
+    with connection.cursor() as cursor:
+        while True:
+            cursor.execute(
+                """
+                DELETE FROM jobs_firerecord WHERE id IN (
+                    SELECT f.id FROM jobs_firerecord f
+                    LEFT JOIN jobs_job j ON j.id = f.job_id
+                    WHERE f.fired_at < coalesce(%(now)s, now()) - %(seconds)s * interval '1 second'
+                      AND (j.id IS NULL OR j.state NOT IN ('queued', 'running'))
+                    LIMIT %(batch)s)
+                """,
+                {"now": now, "seconds": retention, "batch": batch},
+            )
+            deleted += cursor.rowcount
+            if cursor.rowcount < batch:
+                return deleted
