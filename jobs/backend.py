@@ -268,13 +268,14 @@ def _dump_payload(name: str, value: Any) -> str:
         text = json.dumps(value, allow_nan=False, separators=(",", ":"))
     except (TypeError, ValueError) as exc:
         raise InvalidPayload(f"{name} must be JSON-serializable: {exc}") from exc
-    _check_payload(name, value)
+    _check_payload(name, value, has_nul="\\u0000" in text)
     return text
 
 
-def _check_payload(name: str, value: list[Any] | dict[str, Any]) -> None:
+def _check_payload(name: str, value: list[Any] | dict[str, Any], *, has_nul: bool) -> None:
     """Refuse what json.dumps accepts but would hand the handler changed: object keys that
-    are not strings ({1: "a"} comes back as {"1": "a"})."""
+    are not strings ({1: "a"} comes back as {"1": "a"}); and strings with a NUL character,
+    which jsonb cannot store (``has_nul``: the JSON text may contain one)."""
     stack: list[tuple[list[Any] | tuple[Any, ...] | dict[Any, Any], str]] = [(value, name)]
     while stack:
         container, where = stack.pop()
@@ -284,3 +285,11 @@ def _check_payload(name: str, value: list[Any] | dict[str, Any]) -> None:
                 raise InvalidPayload(f"{name} must be JSON: the key {key!r} at {where} is not a string")
             if isinstance(item, dict | list | tuple):
                 stack.append((item, f"{where}[{key!r}]"))
+            elif has_nul and isinstance(item, str) and "\x00" in item:
+                raise InvalidPayload(
+                    f"{name} must be JSON that PostgreSQL can store: NUL character in {where}[{key!r}]"
+                )
+            if has_nul and is_object and "\x00" in key:
+                raise InvalidPayload(
+                    f"{name} must be JSON that PostgreSQL can store: NUL character in a key at {where}"
+                )
