@@ -23,7 +23,9 @@ T = TypeVar("T")
 CONNECTION_ERRORS = (psycopg.OperationalError, psycopg.InterfaceError)
 
 
-def connect(database: str = "default", *, application_name: str = "jobs") -> psycopg.Connection:
+def connect(
+    database: str = "default", *, application_name: str = "jobs", connect_timeout: int = 5
+) -> psycopg.Connection:
     db = settings.DATABASES[database]
     params: dict[str, Any] = {
         "dbname": db["NAME"],
@@ -32,7 +34,7 @@ def connect(database: str = "default", *, application_name: str = "jobs") -> psy
         "host": db.get("HOST") or None,
         "port": db.get("PORT") or None,
         "application_name": application_name,
-        "connect_timeout": 5,
+        "connect_timeout": connect_timeout,
         # Dead peers are noticed by TCP keepalives rather than by a hung statement.
         "keepalives": 1,
         "keepalives_idle": 10,
@@ -54,11 +56,13 @@ class Connection:
         name: str,
         on_connect: Callable[[psycopg.Connection], None] | None = None,
         should_stop: Callable[[], bool] = lambda: False,
+        connect_timeout: int = 5,
     ) -> None:
         self.database = database
         self.name = name
         self.on_connect = on_connect
         self.should_stop = should_stop
+        self.connect_timeout = connect_timeout
         self.conn: psycopg.Connection | None = None
         self.cursor: psycopg.Cursor[Any] | None = None
         self.failures = 0
@@ -68,10 +72,12 @@ class Connection:
         until the database answers, else raise at the first failure."""
         while self.cursor is None:
             try:
-                self.conn = connect(self.database, application_name=self.name)
-                self.cursor = self.conn.cursor()
+                conn = self.conn = connect(
+                    self.database, application_name=self.name, connect_timeout=self.connect_timeout
+                )
                 if self.on_connect:
-                    self.on_connect(self.conn)
+                    self.on_connect(conn)
+                self.cursor = conn.cursor()
                 if self.failures:
                     logger.warning("event=db_reconnected conn=%s after_failures=%d", self.name, self.failures)
                 self.failures = 0
@@ -89,6 +95,10 @@ class Connection:
                 if not wait or self.should_stop():
                     raise
                 time.sleep(delay)
+            except BaseException:
+                # A half-set-up connection (on_connect failed) is not kept.
+                self.drop()
+                raise
         return self.cursor
 
     def run(self, operation: Callable[[psycopg.Cursor[Any]], T], *, retry: bool = True) -> T:

@@ -16,6 +16,7 @@ import logging
 import os
 import select
 import signal
+import threading
 import time
 import traceback
 import uuid
@@ -36,7 +37,8 @@ from ..exceptions import (
 )
 from ..retry import RetryPolicy, decide
 from .config import WorkerConfig
-from .db import Connection
+from .db import CONNECTION_ERRORS, Connection
+from .outcomes import OutcomeBuffer
 from .slots import SlotTable
 
 logger = logging.getLogger("jobs.worker")
@@ -45,24 +47,35 @@ EXIT_OK = 0
 # Asked to exit after --max-jobs-per-child jobs: the supervisor starts a fresh one.
 EXIT_RECYCLE = 3
 
-# Outcomes wait at most this long in memory before they are written.
-FLUSH_AFTER = 0.01
 TRACEBACK_LIMIT = 16_000
 MESSAGE_LIMIT = 2_000
 
 
 class Executor:
-    def __init__(self, config: WorkerConfig, *, index: int, token: uuid.UUID, slots: SlotTable) -> None:
+    def __init__(
+        self,
+        config: WorkerConfig,
+        *,
+        index: int,
+        token: uuid.UUID,
+        slots: SlotTable,
+        supervisor_pid: int | None = None,
+    ) -> None:
         self.config = config
         self.index = index
         self.token = token
         self.slots = slots
+        self.supervisor_pid = supervisor_pid
         self.stopping = False
+        # Set by a NOTIFY that arrived with a statement's reply, after the socket was read.
+        self.notified = False
+        # True only while a handler runs: the soft time limit may interrupt nothing else.
+        self.in_handler = False
         self.batch_size = 1
         self.shortest_lease = config.lease_seconds
+        # The jobs of the batch being run: claimed under our token, not yet given back.
+        self.batch_ids: list[uuid.UUID] = []
         self.jobs_run = 0
-        self.pending: list[dict[str, Any]] = []
-        self.pending_since = 0.0
         self.tasks: dict[str, tuple[Task, RetryPolicy, inspect.Signature]] = {}
         self.default_policy = _default_policy()
         self.wake_r, self.wake_w = os.pipe()
@@ -72,6 +85,8 @@ class Executor:
             on_connect=self._on_connect,
             should_stop=lambda: self.stopping,
         )
+        self.db_lock = threading.Lock()
+        self.outcomes = OutcomeBuffer(self.db, token=token, db_lock=self.db_lock)
 
     # --- process plumbing ---------------------------------------------------------
 
@@ -81,18 +96,29 @@ class Executor:
         signal.signal(signal.SIGTERM, self._on_sigterm)
         # Ctrl-C reaches the whole process group; the supervisor decides what it means.
         signal.signal(signal.SIGINT, signal.SIG_IGN)
-        signal.signal(signal.SIGALRM, _raise_soft_time_limit)
-        _die_with_parent()
+        signal.signal(signal.SIGALRM, self._on_soft_time_limit)
+        _die_with_parent(self.supervisor_pid)
 
     def _on_sigterm(self, signum: int, frame: object) -> None:
         self.stopping = True
 
+    def _on_soft_time_limit(self, signum: int, frame: object) -> None:
+        if self.in_handler:
+            raise SoftTimeLimitExceeded("soft time limit exceeded")
+
+    def _on_notify(self, notify: Any) -> None:
+        self.notified = True
+
     def _on_connect(self, conn: Any) -> None:
         if self.config.listen:
+            # A handler also keeps psycopg from queueing every notification in memory.
+            conn.add_notify_handler(self._on_notify)
             conn.execute(f"LISTEN {store.NOTIFY_CHANNEL}")
         # A claim that committed while its reply was lost leaves rows under our token that
-        # nobody runs; hand them back (nothing is in hand between claims).
-        released = store.release(conn.cursor(), worker=self.token, keep=[p["id"] for p in self.pending])
+        # nobody runs; hand them back. The batch in hand is ours to finish: the
+        # connection may have been lost while writing an outcome in the middle of it.
+        keep = [str(job_id) for job_id in (*self.batch_ids, *self.outcomes.ids())]
+        released = store.release(conn.cursor(), worker=self.token, keep=keep)
         if released:
             logger.warning("event=orphans_released count=%d", len(released))
 
@@ -100,9 +126,12 @@ class Executor:
 
     def run(self) -> int:
         self._install_signals()
+        self.outcomes.start()
         try:
             while not self.stopping:
-                rows = self.db.run(self._claim)
+                self.notified = False
+                with self.db_lock:
+                    rows = self.db.run(self._claim)
                 if not rows:
                     self.flush()
                     if self.config.burst:
@@ -116,12 +145,16 @@ class Executor:
             self.flush()
             return EXIT_OK
         finally:
+            self.outcomes.close()
             self.db.drop()
 
     def _claim(self, cursor: Any) -> list[tuple[Any, ...]]:
         return store.claim(cursor, worker=self.token, queues=self.config.queue_order(), limit=self.batch_size)
 
     def _wait_for_work(self) -> None:
+        if self.notified:
+            # Work was announced while the last claim ran, perhaps after its snapshot.
+            return
         fds = [self.wake_r]
         sock = self.db.fileno() if self.config.listen else None
         if sock is not None:
@@ -129,56 +162,56 @@ class Executor:
         readable, _, _ = select.select(fds, [], [], self.config.poll_interval)
         if self.wake_r in readable:
             os.read(self.wake_r, 4096)
-        if sock is not None and sock in readable and self.db.conn is not None:
-            # Consume the notifications; which queue woke us does not matter.
+        if sock is not None and sock in readable:
+            self._consume_notifications()
+
+    def _consume_notifications(self) -> None:
+        # Which queue woke us does not matter: the claim looks at all of ours.
+        with self.db_lock:
+            if self.db.conn is None:
+                return
             pgconn = self.db.conn.pgconn
-            pgconn.consume_input()
-            while pgconn.notifies() is not None:
-                pass
+            try:
+                pgconn.consume_input()
+                while pgconn.notifies() is not None:
+                    pass
+            except CONNECTION_ERRORS as exc:
+                # The listening connection is gone; the next claim reconnects and listens.
+                logger.warning("event=db_connection_lost conn=%s error=%r", self.db.name, str(exc).strip())
+                self.db.drop()
 
     def _run_batch(self, rows: list[tuple[Any, ...]]) -> None:
         started = time.monotonic()
+        self.batch_ids = [row[0] for row in rows]
         # Jobs waiting their turn in the batch are under lease too: the supervisor beats
         # at a third of the shortest lease in hand.
         self.shortest_lease = min(row[7] for row in rows)
-        for position, row in enumerate(rows):
-            if self.stopping:
-                unstarted = [r[0] for r in rows[position:]]
-                self.flush()
-                self.db.run(lambda c, ids=unstarted: store.release(c, worker=self.token, ids=ids))
-                logger.info("event=released count=%d reason=shutdown", len(unstarted))
-                return
-            if self.pending and (row[6] is not None or time.monotonic() - self.pending_since > FLUSH_AFTER):
-                # Write finished outcomes before a job that may be killed for overrunning
-                # (row[6]: its timeout), and never hold them long behind a slow one.
-                self.flush()
-            self._record(self._execute(row))
-        elapsed = time.monotonic() - started
-        # Size the next claim to what this executor can finish within the horizon, so a
-        # fast queue is drained in large batches and slow jobs are taken one at a time.
-        per_job = max(elapsed / len(rows), 1e-6)
-        self.batch_size = max(1, min(self.config.max_batch, int(self.config.prefetch_horizon / per_job)))
-        self.flush()
-
-    def _record(self, outcome: dict[str, Any]) -> None:
-        if not self.pending:
-            self.pending_since = time.monotonic()
-        self.pending.append(outcome)
+        try:
+            for position, row in enumerate(rows):
+                if self.stopping:
+                    unstarted = [r[0] for r in rows[position:]]
+                    self.flush()
+                    with self.db_lock:
+                        self.db.run(lambda c, ids=unstarted: store.release(c, worker=self.token, ids=ids))
+                    logger.info("event=released count=%d reason=shutdown", len(unstarted))
+                    return
+                if row[6] is not None or row[4] > 1:
+                    # A job with a time limit (row[6]) may get this process killed, and so
+                    # may a retry (row[4]: the attempt), which failed once already, maybe
+                    # by killing its process: write what is finished first.
+                    self.flush()
+                self.outcomes.add(self._execute(row))
+            elapsed = time.monotonic() - started
+            # Size the next claim to what this executor can finish within the horizon, so
+            # a fast queue is drained in large batches and slow jobs are taken one at a time.
+            per_job = max(elapsed / len(rows), 1e-6)
+            self.batch_size = max(1, min(self.config.max_batch, int(self.config.prefetch_horizon / per_job)))
+            self.flush()
+        finally:
+            self.batch_ids = []
 
     def flush(self) -> None:
-        if not self.pending:
-            return
-        outcomes = self.pending
-        changed = self.db.run(lambda c: store.record_outcomes(c, worker=self.token, outcomes=outcomes))
-        if len(changed) != len(outcomes):
-            for outcome in outcomes:
-                if uuid.UUID(str(outcome["id"])) not in changed:
-                    logger.warning(
-                        "event=outcome_dropped job=%s attempt=%s reason=claim_superseded",
-                        outcome["id"],
-                        outcome["attempt"],
-                    )
-        self.pending = []
+        self.outcomes.flush()
 
     # --- one attempt --------------------------------------------------------------
 
@@ -206,20 +239,14 @@ class Executor:
             min(lease_seconds, self.shortest_lease),
         )
         try:
-            if soft:
-                signal.setitimer(signal.ITIMER_REAL, soft)
             if task.takes_context:
                 context = TaskContext(task_result=self._task_result(task, row, args, kwargs))
-                value = task.call(context, *args, **kwargs)
+                value = self._call(task, soft, context, *args, **kwargs)
             else:
-                value = task.call(*args, **kwargs)
-            if soft:
-                signal.setitimer(signal.ITIMER_REAL, 0)
+                value = self._call(task, soft, *args, **kwargs)
             outcome.update(state="succeeded", result=_check_result(value))
             self._log(row, started, "succeeded")
         except BaseException as exc:  # noqa: BLE001 - every failure is the job's outcome
-            if soft:
-                signal.setitimer(signal.ITIMER_REAL, 0)
             decision = decide(exc, attempt=attempt, policy=policy)
             outcome.update(state=decision.state, delay=decision.delay, error=_error(exc))
             if decision.refund:
@@ -232,6 +259,20 @@ class Executor:
             self.jobs_run += 1
             close_old_connections()
         return outcome
+
+    def _call(self, task: Task, soft: float | None, *args: Any, **kwargs: Any) -> Any:
+        """Run the handler; with a soft limit, SoftTimeLimitExceeded is raised inside it
+        when the limit passes, and nowhere else."""
+        self.in_handler = True
+        if soft:
+            signal.setitimer(signal.ITIMER_REAL, soft)
+        try:
+            return task.call(*args, **kwargs)
+        finally:
+            # A limit that passes right here still raises from within this call.
+            self.in_handler = False
+            if soft:
+                signal.setitimer(signal.ITIMER_REAL, 0)
 
     def _resolve(self, task_path: str) -> tuple[Task, RetryPolicy, inspect.Signature]:
         cached = self.tasks.get(task_path)
@@ -335,11 +376,7 @@ def _error(exc: BaseException) -> dict[str, Any]:
     }
 
 
-def _raise_soft_time_limit(signum: int, frame: object) -> None:
-    raise SoftTimeLimitExceeded("soft time limit exceeded")
-
-
-def _die_with_parent() -> None:
+def _die_with_parent(supervisor_pid: int | None) -> None:
     """Ask Linux to SIGKILL this process when the supervisor dies, so no executor runs
     on unsupervised (its jobs then come back through the lease)."""
     try:
@@ -350,3 +387,6 @@ def _die_with_parent() -> None:
         libc.prctl(pr_set_pdeathsig, signal.SIGKILL)
     except OSError:
         logger.debug("event=pdeathsig_unavailable")
+    # The supervisor may have died between the fork and the prctl: nobody would tell us.
+    if supervisor_pid is not None and os.getppid() != supervisor_pid:
+        os._exit(1)
