@@ -26,6 +26,7 @@ import uuid
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+import psycopg
 from django.db import connections
 
 from .. import store
@@ -36,13 +37,16 @@ from . import registry
 from .config import WorkerConfig
 from .db import CONNECTION_ERRORS, Connection
 from .executor import EXIT_OK, EXIT_RECYCLE, Executor, _error
-from .slots import SlotTable
+from .slots import Running, SlotTable
 
 logger = logging.getLogger("jobs.worker")
 
 TICK = 0.05
 # The registry row and the leases are refreshed at least this often.
 MAX_HEARTBEAT_INTERVAL = 10.0
+# How long an exiting supervisor keeps trying to settle its lost executors' jobs; after
+# that their leases run out and the reaper takes them back.
+SETTLE_AT_EXIT = 5.0
 
 
 @dataclass
@@ -52,6 +56,8 @@ class Child:
     token: uuid.UUID
     # Set when the supervisor killed it for overrunning: (job id, attempt, limit).
     killed_for: tuple[uuid.UUID, int, float] | None = None
+    # Set when the shutdown timeout ran out: its jobs go back without using an attempt.
+    killed_at_shutdown: bool = False
 
 
 @dataclass
@@ -61,11 +67,14 @@ class Supervisor:
     children: dict[int, Child] = field(default_factory=dict)
     signals_received: int = 0
     shutdown_deadline: float | None = None
-    retired: set[int] = field(default_factory=set)
+    unsettled: list[Settlement] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.slots = SlotTable(self.config.concurrency)
-        self.db = Connection(self.config.database, name="jobs-supervisor")
+        # libpq's shortest connect timeout is 2 s.
+        self.db = Connection(
+            self.config.database, name="jobs-supervisor", on_connect=_fail_fast, connect_timeout=2
+        )
         self.last_heartbeat = -float("inf")
         self.next_reap = time.monotonic() + random.uniform(0, min(5.0, self.config.reaper_interval))
 
@@ -91,6 +100,8 @@ class Supervisor:
             self._spawn(index)
         while self.children:
             self._collect_children()
+            if self.unsettled:
+                self._settle()
             now = time.monotonic()
             self._enforce_time_limits(now)
             if self.shutdown_deadline is not None and now >= self.shutdown_deadline:
@@ -103,10 +114,20 @@ class Supervisor:
             readable, _, _ = select.select([wake_r], [], [], TICK)
             if readable:
                 os.read(wake_r, 4096)
+        self._finish_settling()
         self._db(lambda c: registry.unregister(c, self), "unregister")
         self.db.drop()
         logger.info("event=worker_stopped worker=%s", self.id)
         return 0
+
+    def _finish_settling(self) -> None:
+        deadline = time.monotonic() + SETTLE_AT_EXIT
+        while not self._settle() and time.monotonic() < deadline:
+            time.sleep(TICK)
+        if self.unsettled:
+            logger.error(
+                "event=unsettled_at_exit executors=%d reason='database unavailable'", len(self.unsettled)
+            )
 
     def _on_signal(self, signum: int, frame: object) -> None:
         self.signals_received += 1
@@ -132,12 +153,15 @@ class Supervisor:
         # across fork); the supervisor's own psycopg connection it never touches, and it
         # leaves through os._exit so nothing is closed on the supervisor's behalf.
         connections.close_all()
+        supervisor_pid = os.getpid()
         pid = os.fork()
         if pid == 0:
             code = 1
             try:
                 signal.set_wakeup_fd(-1)
-                code = Executor(self.config, index=index, token=token, slots=self.slots).run()
+                code = Executor(
+                    self.config, index=index, token=token, slots=self.slots, supervisor_pid=supervisor_pid
+                ).run()
             except BaseException:
                 logger.exception("event=executor_crashed index=%d", index)
             finally:
@@ -163,73 +187,40 @@ class Supervisor:
             code = os.waitstatus_to_exitcode(status)
             running = self.slots.read(child.index)
             self.slots.clear(child.index)
-            if code == EXIT_OK and child.killed_for is None:
-                if not self.config.burst and self.shutdown_deadline is None:
+            if code in (EXIT_OK, EXIT_RECYCLE) and child.killed_for is None:
+                # Burst executors leave when the queue is empty; recycled ones are replaced.
+                if self.shutdown_deadline is None and (code == EXIT_RECYCLE or not self.config.burst):
                     self._spawn(child.index)
-                continue
-            if code == EXIT_RECYCLE:
-                self._spawn(child.index)
                 continue
             self._lost_executor(child, code, running)
             if self.shutdown_deadline is None:
                 self._spawn(child.index)
 
-    def _lost_executor(self, child: Child, code: int, running: Any) -> None:
+    def _lost_executor(self, child: Child, code: int, running: Running | None) -> None:
         """An executor died or was killed: settle the job it was running, give the rest
         of its jobs back to the queue without using their attempts."""
         how = f"signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
-        if child.killed_for is not None and self.shutdown_deadline is None:
+        failed: tuple[uuid.UUID, int, JobsError] | None = None
+        if child.killed_for is not None:
             job_id, attempt, limit = child.killed_for
-            self._fail_attempt(
-                child.token,
-                job_id,
-                attempt,
-                TimeLimitExceeded(f"hard time limit of {limit:g}s exceeded; executor process killed"),
-            )
-        elif running is not None and self.shutdown_deadline is None:
-            self._fail_attempt(
-                child.token,
-                running.job_id,
-                running.attempt,
-                ProcessDied(f"executor process died while running the job ({how})"),
-            )
-        released = self._db(lambda c: store.release(c, worker=child.token), "release") or []
-        logger.warning(
-            "event=executor_lost index=%d pid=%d how=%r released=%d",
-            child.index,
-            child.pid,
-            how,
-            len(released),
-        )
+            message = f"hard time limit of {limit:g}s exceeded; executor process killed"
+            failed = (job_id, attempt, TimeLimitExceeded(message))
+        elif running is not None and not child.killed_at_shutdown:
+            message = f"executor process died while running the job ({how})"
+            failed = (running.job_id, running.attempt, ProcessDied(message))
+        logger.warning("event=executor_lost index=%d pid=%d how=%r", child.index, child.pid, how)
+        self.unsettled.append(Settlement(child.token, failed))
+        self._settle()
 
-    def _fail_attempt(self, token: uuid.UUID, job_id: uuid.UUID, attempt: int, error: JobsError) -> None:
-        def write(cursor: Any) -> None:
-            cursor.execute("SELECT task_path, max_attempts FROM jobs_job WHERE id = %s", [job_id])
-            row = cursor.fetchone()
-            if row is None:
-                return
-            policy = replace(_policy_for(row[0]), max_attempts=row[1])
-            decision = decide(error, attempt=attempt, policy=policy)
-            outcome = {
-                "id": str(job_id),
-                "attempt": attempt,
-                "state": decision.state,
-                "delay": decision.delay,
-                "error": _error(error),
-            }
-            changed = store.record_outcomes(cursor, worker=token, outcomes=[outcome])
-            logger.warning(
-                "event=attempt_failed job=%s task=%s attempt=%d/%d outcome=%s error=%r recorded=%s",
-                job_id,
-                row[0],
-                attempt,
-                row[1],
-                "retry" if decision.state == "queued" else "dead",
-                str(error),
-                bool(changed),
-            )
-
-        self._db(write, "fail_attempt")
+    def _settle(self) -> bool:
+        """Write what lost executors leave behind; with the database away, keep it for the
+        next tick rather than wait (the leases are no longer extended meanwhile)."""
+        while self.unsettled:
+            settlement = self.unsettled[0]
+            if not self._db(settlement.write, "settle"):
+                return False
+            self.unsettled.pop(0)
+        return True
 
     def _enforce_time_limits(self, now: float) -> None:
         for child in self.children.values():
@@ -246,6 +237,7 @@ class Supervisor:
     def _kill_all(self, reason: str) -> None:
         for child in self.children.values():
             logger.warning("event=executor_killed pid=%d reason=%r", child.pid, reason)
+            child.killed_at_shutdown = True
             _signal(child.pid, signal.SIGKILL)
 
     # --- housekeeping -------------------------------------------------------------
@@ -308,6 +300,62 @@ class Supervisor:
                 "event=db_unavailable op=%s retry_in=%.1fs error=%r", what, delay, str(exc).strip()
             )
             return None
+        except psycopg.Error as exc:
+            # Not the connection but the statement (a timeout, a conflict): try again at
+            # the next tick rather than take the worker down.
+            logger.warning("event=db_error op=%s error=%r", what, str(exc).strip())
+            return None
+
+
+def _fail_fast(conn: psycopg.Connection) -> None:
+    """Housekeeping must never hold up supervising: a statement that waits for a lock or
+    runs long gives up, and the next tick tries again."""
+    conn.execute("SET statement_timeout = '2s'")
+    conn.execute("SET lock_timeout = '500ms'")
+
+
+@dataclass(frozen=True)
+class Settlement:
+    """What a lost executor leaves: maybe a failed attempt, and jobs to give back."""
+
+    token: uuid.UUID
+    failed: tuple[uuid.UUID, int, JobsError] | None
+
+    def write(self, cursor: Any) -> bool:
+        # Both writes are fenced on the token, so repeating them after a lost reply is safe;
+        # the failed attempt goes first, or the release would give it back unused.
+        if self.failed is not None:
+            self._fail_attempt(cursor, *self.failed)
+        released = store.release(cursor, worker=self.token)
+        if released:
+            logger.warning("event=released count=%d reason=executor_lost", len(released))
+        return True
+
+    def _fail_attempt(self, cursor: Any, job_id: uuid.UUID, attempt: int, error: JobsError) -> None:
+        cursor.execute("SELECT task_path, max_attempts FROM jobs_job WHERE id = %s", [job_id])
+        row = cursor.fetchone()
+        if row is None:
+            return
+        policy = replace(_policy_for(row[0]), max_attempts=row[1])
+        decision = decide(error, attempt=attempt, policy=policy)
+        outcome = {
+            "id": str(job_id),
+            "attempt": attempt,
+            "state": decision.state,
+            "delay": decision.delay,
+            "error": _error(error),
+        }
+        changed = store.record_outcomes(cursor, worker=self.token, outcomes=[outcome])
+        logger.warning(
+            "event=attempt_failed job=%s task=%s attempt=%d/%d outcome=%s error=%r recorded=%s",
+            job_id,
+            row[0],
+            attempt,
+            row[1],
+            "retry" if decision.state == "queued" else "dead",
+            str(error),
+            bool(changed),
+        )
 
 
 def _policy_for(task_path: str) -> RetryPolicy:
