@@ -19,6 +19,12 @@ def _record(key: str) -> None:
         cursor.execute("INSERT INTO test_side_effects (key) VALUES (%s)", [key])
 
 
+@task(priority=10)
+def record_first(key: str) -> None:
+    """Claimed before the other jobs of its transaction."""
+    _record(key)
+
+
 @task
 def started_at() -> float:
     """Return the wall clock at handler start, to measure pickup latency."""
