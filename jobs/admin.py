@@ -76,3 +76,4 @@ class WorkerAdmin(admin.ModelAdmin):
 
     def has_change_permission(self, request: HttpRequest, obj: Worker | None = None) -> bool:
         return False
+from .scheduler import admin as schedule_admin  # noqa: E402, F401

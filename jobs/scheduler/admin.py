@@ -1,0 +1,161 @@
+"""Console pages for schedules: list with next fire times, enable/disable, run now, and a
+preview of the next five fire times in the schedule's own zone.
+
+Validation errors come from ``Schedule.clean`` (jobs/scheduler/validation.py) and show on
+the form. Code-declared schedules are owned by their declaration (jobs/scheduler/declared.py):
+here only their ``enabled`` flag can change, and they cannot be deleted (the next start
+would bring them back).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from django.contrib import admin, messages
+from django.db import connection
+from django.db.models import QuerySet
+from django.http import HttpRequest
+from django.utils.html import format_html_join
+
+from ..exceptions import JobsError
+from ..models import FireRecord, Schedule, ScheduleSource
+from .cron import InvalidTiming, zone_named
+from .fire import run_now
+from .validation import timing_of
+
+_EDITABLE_WHEN_DECLARED = {"enabled"}
+
+
+def _local(moment: datetime | None, zone_name: str) -> str:
+    if moment is None:
+        return "-"
+    try:
+        zone = zone_named(zone_name)
+    except InvalidTiming:
+        return f"{moment:%Y-%m-%d %H:%M:%S} UTC (unknown zone)"
+    local = moment.astimezone(zone)
+    return f"{local:%Y-%m-%d %H:%M:%S} {local.tzname()} (UTC{local:%z})"
+
+
+def _database_now() -> datetime:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT now()")
+        return cursor.fetchone()[0]
+
+
+@admin.register(Schedule)
+class ScheduleAdmin(admin.ModelAdmin):
+    list_display = (
+        "name",
+        "task_path",
+        "timing",
+        "enabled",
+        "next_fire",
+        "last_fired",
+        "catchup",
+        "overlap",
+        "source",
+    )
+    list_filter = ("enabled", "source", "catchup", "overlap", "queue_name")
+    search_fields = ("name", "task_path")
+    ordering = ("name",)
+    actions = ("enable_schedules", "disable_schedules", "run_schedules_now")
+    fieldsets = (
+        (None, {"fields": ("name", "task_path", "args", "kwargs", "enabled")}),
+        ("When", {"fields": ("cron", "interval_seconds", "time_zone", "next_five")}),
+        ("How", {"fields": ("queue_name", "priority", "catchup", "catchup_window", "overlap")}),
+        ("State", {"fields": ("source", "next_fire", "last_fired", "recent_fires", "revision")}),
+    )
+    readonly_fields = ("next_five", "source", "next_fire", "last_fired", "recent_fires", "revision")
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Schedule | None = None) -> list[str]:
+        if obj is not None and obj.source == ScheduleSource.CODE:
+            every = [name for _, options in self.fieldsets for name in options["fields"]]
+            return [name for name in every if name not in _EDITABLE_WHEN_DECLARED]
+        return list(self.readonly_fields)
+
+    def has_delete_permission(self, request: HttpRequest, obj: Schedule | None = None) -> bool:
+        if obj is not None and obj.source == ScheduleSource.CODE:
+            return False
+        return super().has_delete_permission(request, obj)
+
+    # --- columns and read-only fields ---------------------------------------------------
+
+    @admin.display(description="timing")
+    def timing(self, obj: Schedule) -> str:
+        if obj.interval_seconds:
+            return f"every {obj.interval_seconds}s"
+        return f"{obj.cron} ({obj.time_zone})"
+
+    @admin.display(description="next fire (schedule's zone)", ordering="next_fire_at")
+    def next_fire(self, obj: Schedule) -> str:
+        return _local(obj.next_fire_at, obj.time_zone) if obj.enabled else "disabled"
+
+    @admin.display(description="last fired", ordering="last_fired_at")
+    def last_fired(self, obj: Schedule) -> str:
+        return _local(obj.last_fired_at, obj.time_zone)
+
+    @admin.display(description="next five fire times")
+    def next_five(self, obj: Schedule) -> str:
+        if obj.pk is None:
+            return "Shown once the schedule is saved."
+        try:
+            slots = timing_of(obj).upcoming(_database_now(), 5)
+        except InvalidTiming as exc:
+            return f"Cannot be computed: {exc}"
+        return format_html_join("", "<div>{}</div>", ((_local(slot, obj.time_zone),) for slot in slots))
+
+    @admin.display(description="recent fires")
+    def recent_fires(self, obj: Schedule) -> str:
+        if obj.pk is None:
+            return "-"
+        records = FireRecord.objects.filter(schedule=obj).order_by("-id")[:10]
+        return (
+            format_html_join(
+                "",
+                "<div>{} &middot; {}{} &middot; job {}</div>",
+                (
+                    (
+                        _local(r.slot, obj.time_zone),
+                        r.outcome,
+                        " (manual)" if r.manual else "",
+                        r.job_id or "-",
+                    )
+                    for r in records
+                ),
+            )
+            or "none yet"
+        )
+
+    # --- actions ------------------------------------------------------------------------
+
+    def _set_enabled(self, request: HttpRequest, queryset: QuerySet[Schedule], enabled: bool) -> None:
+        changed = 0
+        for schedule in queryset:
+            if schedule.enabled != enabled:
+                schedule.enabled = enabled
+                # save() bumps the revision and restarts the timing from now.
+                schedule.save(update_fields=["enabled"])
+                changed += 1
+        verb = "Enabled" if enabled else "Disabled"
+        self.message_user(request, f"{verb} {changed} schedule(s).", messages.SUCCESS)
+
+    @admin.action(description="Enable selected schedules")
+    def enable_schedules(self, request: HttpRequest, queryset: QuerySet[Schedule]) -> None:
+        self._set_enabled(request, queryset, True)
+
+    @admin.action(description="Disable selected schedules")
+    def disable_schedules(self, request: HttpRequest, queryset: QuerySet[Schedule]) -> None:
+        self._set_enabled(request, queryset, False)
+
+    @admin.action(description="Run selected schedules now (ignores timing and overlap)")
+    def run_schedules_now(self, request: HttpRequest, queryset: QuerySet[Schedule]) -> None:
+        for schedule in queryset:
+            try:
+                fired = run_now(schedule)
+            except JobsError as exc:
+                self.message_user(request, f"Schedule {schedule.name} not run: {exc}", messages.ERROR)
+                continue
+            self.message_user(
+                request, f"Schedule {schedule.name}: enqueued job {fired.job_id}.", messages.SUCCESS
+            )

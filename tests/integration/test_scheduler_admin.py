@@ -1,0 +1,146 @@
+"""The schedule console pages, through Django's test client."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.test import Client
+from django.urls import reverse
+from django.utils import timezone
+
+from jobs.models import FireRecord, Job, Schedule
+from jobs.scheduler.declared import sync_declared
+from tests.integration.test_scheduler_support import BEAT, make_schedule, utc
+
+pytestmark = pytest.mark.django_db
+
+CHANGELIST = reverse("admin:jobs_schedule_changelist")
+ADD = reverse("admin:jobs_schedule_add")
+
+
+@pytest.fixture
+def admin_client(client: Client, django_user_model) -> Client:
+    """A logged-in superuser, without the cost of hashing a password."""
+    client.force_login(
+        django_user_model.objects.create(username="operator", is_staff=True, is_superuser=True)
+    )
+    return client
+
+
+def change_url(schedule: Schedule) -> str:
+    return reverse("admin:jobs_schedule_change", args=[schedule.pk])
+
+
+def form_data(**overrides: str) -> dict[str, str]:
+    data = {
+        "name": "nightly-report",
+        "task_path": BEAT,
+        "args": "[]",
+        "kwargs": '{"label": "nightly"}',
+        "enabled": "on",
+        "cron": "30 1 * * *",
+        "interval_seconds": "",
+        "time_zone": "Asia/Jakarta",
+        "queue_name": "default",
+        "priority": "0",
+        "catchup": "skip",
+        "catchup_window": "3600",
+        "overlap": "allow",
+    }
+    data.update(overrides)
+    return data
+
+
+def test_the_list_shows_next_fire_times_in_each_schedules_zone(admin_client: Client) -> None:
+    schedule = make_schedule("jakarta", cron="0 9 * * *", time_zone="Asia/Jakarta")
+    Schedule.objects.filter(pk=schedule.pk).update(next_fire_at=utc("2026-12-01T02:00:00"))
+    page = admin_client.get(CHANGELIST).content.decode()
+    assert "jakarta" in page
+    assert "2026-12-01 09:00:00 WIB (UTC+0700)" in page
+
+
+def test_the_change_page_previews_the_next_five_fire_times(admin_client: Client) -> None:
+    schedule = make_schedule("preview", cron="30 1 * * *", time_zone="America/New_York")
+    page = admin_client.get(change_url(schedule)).content.decode()
+    assert page.count(" 01:30:00 E") == 5
+    today = timezone.now().date()
+    later = (today + timedelta(days=4)).isoformat()
+    assert later in page or (today + timedelta(days=5)).isoformat() in page
+
+
+def test_a_valid_schedule_is_saved_with_its_next_fire_time(admin_client: Client) -> None:
+    response = admin_client.post(ADD, form_data())
+    assert response.status_code == 302
+    saved = Schedule.objects.get(name="nightly-report")
+    assert saved.next_fire_at is not None and saved.next_fire_at > timezone.now()
+    assert saved.kwargs == {"label": "nightly"}
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"cron": "30 25 * * *"}, "invalid cron expression"),
+        ({"cron": "", "interval_seconds": ""}, "give either a cron expression or an interval"),
+        ({"interval_seconds": "60"}, "give either a cron expression or an interval"),
+        ({"time_zone": "Asia/Atlantis"}, "unknown time zone"),
+        ({"task_path": "tests.tasks.scheduled.nothing_here"}, "cannot be imported"),
+        ({"task_path": "tests.tasks.scheduled.not_a_task"}, "is not a task"),
+        ({"args": '{"a": 1}'}, "args must be a JSON list"),
+        ({"args": "[1, 2"}, "Enter a valid JSON"),
+        ({"kwargs": '{"unknown": 1}'}, "do not fit"),
+        ({"queue_name": "nowhere"}, "unknown queue"),
+        ({"priority": "500"}, "priority must be a whole number from -100 to 100"),
+    ],
+)
+def test_invalid_input_is_shown_on_the_form(
+    admin_client: Client, overrides: dict[str, str], message: str
+) -> None:
+    response = admin_client.post(ADD, form_data(**overrides))
+    assert response.status_code == 200
+    assert message in response.content.decode()
+    assert not Schedule.objects.filter(name="nightly-report").exists()
+
+
+def test_enable_disable_and_run_now_actions(admin_client: Client) -> None:
+    schedule = make_schedule("acted-on", cron="0 3 * * *")
+    admin_client.post(CHANGELIST, {"action": "disable_schedules", "_selected_action": [schedule.pk]})
+    schedule.refresh_from_db()
+    assert not schedule.enabled
+    admin_client.post(CHANGELIST, {"action": "enable_schedules", "_selected_action": [schedule.pk]})
+    schedule.refresh_from_db()
+    assert schedule.enabled and schedule.next_fire_at is not None
+
+    response = admin_client.post(
+        CHANGELIST, {"action": "run_schedules_now", "_selected_action": [schedule.pk]}, follow=True
+    )
+    record = FireRecord.objects.get(schedule=schedule)
+    assert record.manual and record.job_id is not None
+    assert Job.objects.filter(id=record.job_id, task_path=BEAT).exists()
+    assert f"enqueued job {record.job_id}" in response.content.decode()
+
+
+def test_run_now_refuses_an_invalid_schedule_with_the_reason(admin_client: Client) -> None:
+    schedule = make_schedule("broken", queue_name="nowhere")
+    response = admin_client.post(
+        CHANGELIST, {"action": "run_schedules_now", "_selected_action": [schedule.pk]}, follow=True
+    )
+    assert (
+        "Schedule broken not run: queue_name: unknown queue &#x27;nowhere&#x27;" in response.content.decode()
+    )
+    assert Job.objects.count() == 0
+
+
+def test_code_declared_schedules_only_let_the_console_change_enabled(admin_client: Client) -> None:
+    sync_declared()
+    prune = Schedule.objects.get(name="jobs.prune_jobs")
+    page = admin_client.get(change_url(prune)).content.decode()
+    assert 'name="enabled"' in page
+    assert 'name="cron"' not in page and 'name="task_path"' not in page
+    assert reverse("admin:jobs_schedule_delete", args=[prune.pk]) not in page
+
+    data = form_data(cron="* * * * *", task_path="tests.tasks.scheduled.for_user")
+    data.pop("enabled")
+    admin_client.post(change_url(prune), data)
+    prune.refresh_from_db()
+    assert (prune.enabled, prune.cron, prune.task_path) == (False, "17 3 * * *", "jobs.tasks.prune_jobs")
