@@ -109,11 +109,15 @@ class Connection:
             try:
                 return operation(cursor)
             except CONNECTION_ERRORS as exc:
-                logger.warning("event=db_connection_lost conn=%s error=%r", self.name, str(exc).strip())
-                self.drop()
-                self.failures += 1
+                self.lost(exc)
                 if not retry or self.should_stop():
                     raise
+
+    def lost(self, exc: Exception) -> None:
+        """The connection broke: log it and let the next use reconnect."""
+        logger.warning("event=db_connection_lost conn=%s error=%r", self.name, str(exc).strip())
+        self.drop()
+        self.failures += 1
 
     def drop(self) -> None:
         if self.conn is not None:

@@ -177,8 +177,7 @@ class Executor:
                     pass
             except CONNECTION_ERRORS as exc:
                 # The listening connection is gone; the next claim reconnects and listens.
-                logger.warning("event=db_connection_lost conn=%s error=%r", self.db.name, str(exc).strip())
-                self.db.drop()
+                self.db.lost(exc)
 
     def _run_batch(self, rows: list[tuple[Any, ...]]) -> None:
         started = time.monotonic()
