@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import socket
 import uuid
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -50,9 +51,11 @@ def unregister(cursor: Any, worker: Supervisor) -> None:
     cursor.execute("DELETE FROM jobs_worker WHERE id = %s", [worker.id])
 
 
-def expire(cursor: Any) -> int:
+def expire(cursor: Any, *, now: datetime | None = None) -> int:
+    """Delete the rows of workers that stopped beating without unregistering."""
     cursor.execute(
-        "DELETE FROM jobs_worker WHERE last_heartbeat_at < now() - %s * interval '1 second'",
-        [EXPIRE_AFTER_SECONDS],
+        "DELETE FROM jobs_worker "
+        "WHERE last_heartbeat_at < coalesce(%s, now()) - %s * interval '1 second'",
+        [now, EXPIRE_AFTER_SECONDS],
     )
     return cursor.rowcount

@@ -1,0 +1,204 @@
+"""The reaper and the fence, driven statement by statement on real PostgreSQL.
+
+Each test plays the parts of workers, reapers and operators on separate connections and
+moves the database clock with ``now=`` instead of sleeping through leases. Row locks held
+in open transactions make the races happen in a chosen order.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+from typing import Any
+
+import psycopg
+import pytest
+
+from jobs import store
+from jobs.worker.db import connect
+from tests.process.resilience_support import job, wait_until
+from tests.tasks import basic, resilience
+
+pytestmark = [pytest.mark.process, pytest.mark.usefixtures("transactional_db")]
+
+BACKOFF = {"backoff_base": 10.0, "backoff_cap": 1000.0}
+
+
+@pytest.fixture
+def conns() -> Iterator[list[psycopg.Connection]]:
+    """Three autocommit connections to the test database, like separate processes."""
+    opened = [connect(application_name="test-resilience") for _ in range(3)]
+    yield opened
+    for conn in opened:
+        conn.close()
+
+
+def db_now(conn: psycopg.Connection) -> datetime:
+    return conn.execute("SELECT now()").fetchone()[0]
+
+
+def claim_one(conn: psycopg.Connection, token: uuid.UUID, now: datetime) -> tuple[Any, ...]:
+    rows = store.claim(conn.cursor(), worker=token, queues=["default"], limit=1, now=now)
+    assert len(rows) == 1
+    return rows[0]
+
+
+def waiting_for_locks(conn: psycopg.Connection) -> int:
+    return conn.execute(
+        "SELECT count(*) FROM pg_stat_activity "
+        "WHERE wait_event_type = 'Lock' AND datname = current_database()"
+    ).fetchone()[0]
+
+
+def succeeded(job_id: Any, attempt: int, result: Any = None) -> dict[str, Any]:
+    return {"id": str(job_id), "attempt": attempt, "state": "succeeded", "result": result}
+
+
+def test_worker_that_lost_its_lease_cannot_overwrite_the_new_owner(conns: list[psycopg.Connection]) -> None:
+    old_worker, new_worker, reaper = conns
+    job_id = uuid.UUID(basic.add.enqueue(1, 2).id)
+    old, new = uuid.uuid4(), uuid.uuid4()
+    t0 = db_now(reaper)
+
+    claim_one(old_worker, old, t0)
+    # The old worker stalls past its lease (300 s); a reaper takes the job back.
+    assert [r[0] for r in store.reap(reaper.cursor(), now=t0 + timedelta(seconds=301), **BACKOFF)] == [job_id]
+    assert claim_one(new_worker, new, t0 + timedelta(seconds=400))[4] == 2
+
+    # The old worker wakes up: nothing it writes lands.
+    cursor = old_worker.cursor()
+    assert store.record_outcomes(cursor, worker=old, outcomes=[succeeded(job_id, 1, "stale")]) == set()
+    assert store.record_outcomes(cursor, worker=old, outcomes=[succeeded(job_id, 2, "stale")]) == set()
+    assert store.extend_leases(cursor, tokens=[old]) == 0
+    assert store.release(cursor, worker=old) == []
+    assert (job(job_id).state, job(job_id).worker_id) == ("running", new)
+
+    assert store.record_outcomes(new_worker.cursor(), worker=new, outcomes=[succeeded(job_id, 2, 3)]) == {
+        job_id
+    }
+    done = job(job_id)
+    assert (done.state, done.result, done.attempt) == ("succeeded", 3, 2)
+
+
+def test_same_token_cannot_record_an_attempt_it_lost(conns: list[psycopg.Connection]) -> None:
+    worker, reaper, _ = conns
+    job_id = uuid.UUID(basic.add.enqueue(1, 2).id)
+    token = uuid.uuid4()
+    t0 = db_now(reaper)
+    claim_one(worker, token, t0)
+    store.reap(reaper.cursor(), now=t0 + timedelta(seconds=301), **BACKOFF)
+    # The same executor claims the job again: the outcome of its first attempt is stale.
+    assert claim_one(worker, token, t0 + timedelta(seconds=400))[4] == 2
+    assert store.record_outcomes(worker.cursor(), worker=token, outcomes=[succeeded(job_id, 1)]) == set()
+    assert store.record_outcomes(worker.cursor(), worker=token, outcomes=[succeeded(job_id, 2)]) == {job_id}
+
+
+def test_reaper_requeues_expired_jobs_with_backoff_then_marks_them_dead(
+    conns: list[psycopg.Connection],
+) -> None:
+    worker, reaper, _ = conns
+    expiring = uuid.UUID(resilience.spin.enqueue("x").id)  # max_attempts=2
+    token = uuid.uuid4()
+    t0 = db_now(reaper)
+    claim_one(worker, token, t0)
+    lease = job(expiring).lease_expires_at
+
+    # Not yet expired: untouched.
+    assert store.reap(reaper.cursor(), now=lease - timedelta(seconds=1), **BACKOFF) == []
+    assert job(expiring).state == "running"
+
+    t1 = lease + timedelta(seconds=1)
+    assert store.reap(reaper.cursor(), now=t1, **BACKOFF) == [
+        (expiring, "queued", resilience.spin.module_path, 1)
+    ]
+    back = job(expiring)
+    assert (back.state, back.attempt, back.worker_id, back.lease_expires_at) == ("queued", 1, None, None)
+    # Equal jitter on the first backoff step: between half of and the full base.
+    assert timedelta(seconds=5) <= back.run_at - t1 <= timedelta(seconds=10)
+    assert back.last_error == "worker lost"
+    assert [(e["exception"], e["attempt"], e["worker"]) for e in back.errors] == [
+        ("jobs.exceptions.WorkerLost", 1, str(token))
+    ]
+
+    # Its last attempt is lost as well: dead, with the reason.
+    t2 = back.run_at + timedelta(seconds=1)
+    claim_one(worker, token, t2)
+    t3 = t2 + timedelta(seconds=400)
+    assert store.reap(reaper.cursor(), now=t3, **BACKOFF) == [
+        (expiring, "dead", resilience.spin.module_path, 2)
+    ]
+    dead = job(expiring)
+    assert (dead.state, dead.attempt, dead.last_error, dead.finished_at) == ("dead", 2, "worker lost", t3)
+    assert len(dead.errors) == 2
+
+
+def test_two_reapers_at_once_take_each_job_once(conns: list[psycopg.Connection]) -> None:
+    worker, first, second = conns
+    ids = {uuid.UUID(r.id) for r in basic.noop.enqueue_many([((), {})] * 50)}
+    token = uuid.uuid4()
+    t0 = db_now(worker)
+    store.claim(worker.cursor(), worker=token, queues=["default"], limit=50, now=t0)
+    later = t0 + timedelta(seconds=301)
+
+    # The first reaper is in the middle of its statement's transaction, rows locked...
+    first.execute("BEGIN")
+    taken_first = {r[0] for r in store.reap(first.cursor(), now=later, limit=20, **BACKOFF)}
+    # ...the second neither waits for it nor takes the same rows.
+    taken_second = {r[0] for r in store.reap(second.cursor(), now=later, **BACKOFF)}
+    first.execute("COMMIT")
+
+    assert len(taken_first) == 20
+    assert taken_first.isdisjoint(taken_second)
+    assert taken_first | taken_second == ids
+    assert store.reap(second.cursor(), now=later, **BACKOFF) == []
+    assert {len(job(i).errors) for i in ids} == {1}
+
+
+def test_job_completing_while_the_reaper_looks_stays_completed(conns: list[psycopg.Connection]) -> None:
+    worker, reaper, _ = conns
+    job_id = uuid.UUID(basic.add.enqueue(2, 2).id)
+    token = uuid.uuid4()
+    t0 = db_now(reaper)
+    claim_one(worker, token, t0)
+    # The lease is overdue, but the worker is writing the outcome right now.
+    later = t0 + timedelta(seconds=301)
+
+    worker.execute("BEGIN")
+    assert store.record_outcomes(worker.cursor(), worker=token, outcomes=[succeeded(job_id, 1, 4)]) == {
+        job_id
+    }
+    assert store.reap(reaper.cursor(), now=later, **BACKOFF) == []
+    worker.execute("COMMIT")
+
+    assert store.reap(reaper.cursor(), now=later, **BACKOFF) == []
+    done = job(job_id)
+    assert (done.state, done.result, done.errors) == ("succeeded", 4, [])
+
+
+def test_outcome_arriving_after_the_reaper_took_the_job_is_dropped(conns: list[psycopg.Connection]) -> None:
+    worker, reaper, watcher = conns
+    job_id = uuid.UUID(basic.add.enqueue(2, 2).id)
+    token = uuid.uuid4()
+    t0 = db_now(reaper)
+    claim_one(worker, token, t0)
+
+    reaper.execute("BEGIN")
+    assert len(store.reap(reaper.cursor(), now=t0 + timedelta(seconds=301), **BACKOFF)) == 1
+    changed: list[set[uuid.UUID]] = []
+    writer = threading.Thread(
+        target=lambda: changed.append(
+            store.record_outcomes(worker.cursor(), worker=token, outcomes=[succeeded(job_id, 1, 4)])
+        )
+    )
+    writer.start()
+    # The late outcome waits for the reaper's row lock...
+    wait_until(lambda: waiting_for_locks(watcher) == 1)
+    reaper.execute("COMMIT")
+    writer.join(timeout=5)
+
+    # ...and then finds the job no longer running under its claim.
+    assert changed == [set()]
+    back = job(job_id)
+    assert (back.state, back.result, back.last_error) == ("queued", None, "worker lost")
