@@ -1,0 +1,81 @@
+"""The slot table executors and their supervisor share: what one writes the other reads,
+across fork, and never half of one write with half of another."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+import uuid
+
+from jobs.worker.slots import _SLOT, Running, SlotTable
+
+
+def test_empty_slot_reads_as_nothing_running() -> None:
+    table = SlotTable(2)
+    assert table.read(0) is None
+    assert table.read(1) is None
+
+
+def test_start_and_clear_round_trip_per_slot() -> None:
+    table = SlotTable(3)
+    job_id = uuid.uuid4()
+    table.start(1, job_id, 2, 100.5, 130.5, 60.0)
+    assert table.read(1) == Running(job_id, 2, 100.5, 130.5, 60.0)
+    assert table.read(0) is None
+    assert table.read(2) is None
+    table.clear(1)
+    assert table.read(1) is None
+
+
+def test_what_a_forked_executor_writes_the_supervisor_reads() -> None:
+    table = SlotTable(1)
+    job_id = uuid.uuid4()
+    pid = os.fork()
+    if pid == 0:
+        table.start(0, job_id, 1, 1.0, 0.0, 300.0)
+        os._exit(0)
+    os.waitpid(pid, 0)
+    assert table.read(0) == Running(job_id, 1, 1.0, 0.0, 300.0)
+
+
+def test_a_write_killed_half_way_still_reads_whole() -> None:
+    # A writer killed between its two sequence bumps leaves an odd sequence behind.
+    table = SlotTable(1)
+    job_id = uuid.uuid4()
+    _SLOT.pack_into(table.buf, 0, 1, job_id.bytes, 3, 5.0, 6.0, 7.0)
+    assert table.read(0) == Running(job_id, 3, 5.0, 6.0, 7.0)
+
+
+def test_reads_during_constant_writes_are_never_torn() -> None:
+    table = SlotTable(1)
+    first = (uuid.UUID(int=1), 1, 1.0, 1.0, 1.0)
+    second = (uuid.UUID(int=2**128 - 1), 2, 2.0, 2.0, 2.0)
+    pid = os.fork()
+    if pid == 0:
+        try:
+            while True:
+                table.start(0, *first)
+                table.start(0, *second)
+        finally:
+            os._exit(0)
+    try:
+        seen = set()
+        deadline = time.monotonic() + 0.5
+        while time.monotonic() < deadline:
+            running = table.read(0)
+            if running is not None:
+                seen.add(
+                    (
+                        running.job_id,
+                        running.attempt,
+                        running.started,
+                        running.deadline,
+                        running.lease_seconds,
+                    )
+                )
+        assert seen <= {first, second}
+        assert seen, "the writer never got to write"
+    finally:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
