@@ -1,0 +1,138 @@
+"""The claim statement: what it picks, that concurrent claimers never share a row, and that
+its plan walks the partial index while the table is full of finished jobs."""
+
+from __future__ import annotations
+
+import random
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
+from threading import Barrier
+
+import pytest
+from django.db import connection
+from django.utils import timezone
+
+from jobs import store
+from jobs.models import Job
+from jobs.states import State
+from jobs.worker.db import connect
+from tests import factories
+
+T0 = timezone.now().replace(microsecond=0) + timedelta(days=1)
+
+
+def claim(*, queues=("default",), limit: int = 100, now=T0, worker: uuid.UUID | None = None) -> list:
+    with connection.cursor() as cursor:
+        rows = store.claim(cursor, worker=worker or uuid.uuid4(), queues=list(queues), limit=limit, now=now)
+    return [row[0] for row in rows]
+
+
+@pytest.mark.django_db
+def test_only_due_queued_jobs_of_the_given_queues_are_claimed() -> None:
+    due = factories.job(State.QUEUED, run_at=T0)
+    factories.job(State.QUEUED, run_at=T0 + timedelta(microseconds=1))
+    factories.job(State.QUEUED, run_at=T0, queue_name="email")
+    for state in (State.RUNNING, State.SUCCEEDED, State.DEAD, State.CANCELLED):
+        factories.job(state, now=T0 - timedelta(hours=1))
+    assert claim() == [due.id]
+    assert claim() == []
+
+
+@pytest.mark.django_db
+def test_higher_priority_first_then_oldest_run_at() -> None:
+    low = factories.job(State.QUEUED, priority=-5, run_at=T0 - timedelta(hours=2))
+    old = factories.job(State.QUEUED, priority=0, run_at=T0 - timedelta(hours=1))
+    new = factories.job(State.QUEUED, priority=0, run_at=T0 - timedelta(minutes=1))
+    high = factories.job(State.QUEUED, priority=10, run_at=T0)
+    order = [claim(limit=1)[0] for _ in range(4)]
+    assert order == [high.id, old.id, new.id, low.id]
+
+
+@pytest.mark.django_db
+def test_claim_takes_at_most_limit_rows_visiting_queues_in_the_order_given() -> None:
+    email = [factories.job(State.QUEUED, queue_name="email", run_at=T0) for _ in range(2)]
+    default = [factories.job(State.QUEUED, run_at=T0) for _ in range(5)]
+    first = claim(queues=("email", "default"), limit=3)
+    assert len(first) == 3
+    assert set(first) > {j.id for j in email}
+    second = claim(queues=("default", "email"), limit=3)
+    assert len(second) == 3 and set(second) < {j.id for j in default}
+    assert claim(queues=("email", "default"), limit=3) == list(
+        {j.id for j in default} - set(first) - set(second)
+    )
+    assert Job.objects.filter(state=State.RUNNING).count() == 7
+
+
+@pytest.mark.django_db
+def test_claim_uses_the_database_clock_without_now() -> None:
+    soon = factories.job(State.QUEUED, run_at=timezone.now() - timedelta(seconds=1))
+    factories.job(State.QUEUED, run_at=timezone.now() + timedelta(hours=1))
+    assert claim(now=None) == [soon.id]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_connections_claiming_at_once_never_get_the_same_row() -> None:
+    total = 3000
+    factories.insert_queued(total)
+    everything = set(Job.objects.values_list("id", flat=True))
+    barrier = Barrier(2)
+
+    def claim_until_empty(seed: int) -> list[uuid.UUID]:
+        rng = random.Random(seed)
+        worker = uuid.uuid4()
+        got: list[uuid.UUID] = []
+        with connect(application_name=f"test-claimer-{seed}") as conn, conn.cursor() as cursor:
+            barrier.wait(timeout=10)
+            while rows := store.claim(cursor, worker=worker, queues=["default"], limit=rng.randint(1, 25)):
+                got.extend(row[0] for row in rows)
+        return got
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        first, second = pool.map(claim_until_empty, [1, 2])
+
+    assert first and second, "both connections should have claimed a share"
+    assert set(first).isdisjoint(second)
+    assert len(first) + len(second) == total
+    assert set(first) | set(second) == everything
+    assert set(Job.objects.values_list("state", "attempt")) == {(State.RUNNING, 1)}
+
+
+def _plan(sql: str, params: dict) -> str:
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return "\n".join(line for (line,) in cursor.fetchall())
+
+
+@pytest.mark.django_db
+def test_the_claim_plan_walks_the_partial_index_among_many_finished_rows() -> None:
+    factories.insert_finished(100_000)
+    factories.insert_queued(200)
+    factories.insert_queued(50, queue_name="email")
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE jobs_job")
+    params = {"queues": ["email", "default"], "limit": 10, "worker": uuid.uuid4(), "now": None}
+
+    custom = _plan("EXPLAIN " + store.sql("claim"), params)
+    assert "jobs_job_claimable" in custom, custom
+    assert "Seq Scan on jobs_job" not in custom, custom
+
+    # A worker's connection prepares the statement once it repeats, and PostgreSQL may then
+    # switch to a generic plan: that one must use the index as well.
+    prepared = store.sql("claim")
+    for name, number in (("queues", 1), ("limit", 2), ("worker", 3), ("now", 4)):
+        prepared = prepared.replace(f"%({name})s", f"${number}")
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL plan_cache_mode = force_generic_plan")
+        cursor.execute(f"PREPARE test_claim (text[], int, uuid, timestamptz) AS {prepared}")
+    try:
+        generic = _plan("EXPLAIN EXECUTE test_claim(%(queues)s, %(limit)s, %(worker)s, %(now)s)", params)
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("DEALLOCATE test_claim")
+    assert "$4" in generic, generic  # the clock parameter is left open: a generic plan
+    assert "jobs_job_claimable" in generic, generic
+    assert "Seq Scan on jobs_job" not in generic, generic
+
+    # And it claims what the plan promises, without touching the finished rows.
+    assert len(claim(queues=("email", "default"), limit=10, now=None)) == 10

@@ -1,0 +1,443 @@
+"""Enqueue through Django's task API: transactional, deduplicated, bulk, validated."""
+
+from __future__ import annotations
+
+import math
+import threading
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime, timedelta
+from typing import Any
+
+import psycopg
+import pytest
+from asgiref.sync import async_to_sync
+from django.db import connection, transaction
+from django.tasks import TaskResultStatus, task, task_backends
+from django.tasks.exceptions import InvalidTask
+from django.test.utils import override_settings
+from django.utils import timezone
+
+from jobs import store
+from jobs.backend import JobResult, PostgresBackend
+from jobs.exceptions import InvalidPayload
+from jobs.models import Job
+from jobs.states import State
+from jobs.worker.db import connect
+from tests import factories
+from tests.tasks import basic, engine
+
+
+class Rollback(Exception):
+    pass
+
+
+def count_elsewhere(job_id: str) -> int:
+    """How many rows with this id another connection can see."""
+    with connect(application_name="test-observer") as conn:
+        return conn.execute("SELECT count(*) FROM jobs_job WHERE id = %s", [job_id]).fetchone()[0]
+
+
+@pytest.fixture
+def statements(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every statement sent on any psycopg cursor: enqueue uses a raw cursor on Django's
+    connection, which Django's query capture does not see."""
+    sent: list[str] = []
+    execute = psycopg.Cursor.execute
+
+    def spy(self: psycopg.Cursor, query: Any, params: Any = None, **options: Any) -> Any:
+        sent.append(str(query))
+        return execute(self, query, params, **options)
+
+    monkeypatch.setattr(psycopg.Cursor, "execute", spy)
+    return sent
+
+
+def inserts(statements: list[str]) -> list[str]:
+    return [s for s in statements if "INSERT INTO jobs_job" in s]
+
+
+# --- transactional enqueue ----------------------------------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_rolled_back_enqueue_leaves_no_job() -> None:
+    with pytest.raises(Rollback), transaction.atomic():
+        result = basic.add.enqueue(1, 2)
+        assert Job.objects.filter(id=result.id).exists()
+        raise Rollback
+    assert not Job.objects.filter(id=result.id).exists()
+    assert count_elsewhere(result.id) == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_enqueue_is_visible_to_others_only_once_committed() -> None:
+    with transaction.atomic():
+        result = basic.add.enqueue(1, 2)
+        assert count_elsewhere(result.id) == 0
+    assert count_elsewhere(result.id) == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_workers_are_woken_on_commit_only_and_only_for_due_jobs() -> None:
+    with connect(application_name="test-listener") as listener:
+        listener.execute(f"LISTEN {store.NOTIFY_CHANNEL}")
+
+        def woken() -> list[str]:
+            return [n.payload for n in listener.notifies(timeout=0.3, stop_after=1)]
+
+        with pytest.raises(Rollback), transaction.atomic():
+            basic.add.enqueue(1, 2)
+            raise Rollback
+        assert woken() == []
+        basic.add.using(run_after=timezone.now() + timedelta(hours=1)).enqueue(1, 2)
+        assert woken() == []
+        basic.add.using(queue_name="email").enqueue(1, 2)
+        assert woken() == ["email"]
+
+
+# --- what enqueue stores --------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_enqueue_stores_the_task_its_options_and_payload() -> None:
+    run_after = timezone.now() + timedelta(minutes=5)
+    result = basic.fail_always.using(priority=7, queue_name="low", run_after=run_after).enqueue(message="x")
+    assert isinstance(result, JobResult)
+    assert (result.status, result.args, result.kwargs, result.deduplicated) == (
+        TaskResultStatus.READY, [], {"message": "x"}, False,
+    )  # fmt: skip
+    uuid.UUID(result.id)
+    job = Job.objects.get(id=result.id)
+    assert (job.task_path, job.queue_name, job.priority, job.state) == (
+        "tests.tasks.basic.fail_always", "low", 7, State.QUEUED,
+    )  # fmt: skip
+    assert (job.args, job.kwargs, job.run_at, job.attempt) == ([], {"message": "x"}, run_after, 0)
+    assert (job.max_attempts, job.timeout, job.lease_seconds) == (3, None, 300.0)
+    assert len(job.trace_id) == 32
+
+
+@pytest.mark.django_db
+@override_settings(JOBS={"DEFAULT_MAX_ATTEMPTS": 9, "LEASE_SECONDS": 60.0, "DEFAULT_TIMEOUT": 20.0})
+def test_unset_options_come_from_settings_and_set_ones_win() -> None:
+    plain = Job.objects.get(id=basic.add.enqueue(1, 2).id)
+    assert (plain.max_attempts, plain.lease_seconds, plain.timeout) == (9, 60.0, 20.0)
+    own = basic.add.using(max_attempts=2, lease_seconds=30, timeout=5, trace_id="t-1").enqueue(1, 2)
+    job = Job.objects.get(id=own.id)
+    assert (job.max_attempts, job.lease_seconds, job.timeout, job.trace_id) == (2, 30.0, 5.0, "t-1")
+
+
+@pytest.mark.django_db
+def test_a_delayed_job_is_claimable_only_from_run_after() -> None:
+    run_after = timezone.now() + timedelta(hours=2)
+    result = basic.add.using(run_after=run_after).enqueue(1, 2)
+    with connection.cursor() as cursor:
+        early = store.claim(
+            cursor, worker=uuid.uuid4(), queues=["default"], limit=5, now=run_after - timedelta(seconds=1)
+        )
+        due = store.claim(cursor, worker=uuid.uuid4(), queues=["default"], limit=5, now=run_after)
+    assert early == []
+    assert [row[0] for row in due] == [uuid.UUID(result.id)]
+
+
+# --- dedupe keys ------------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_a_second_enqueue_with_the_key_returns_the_unfinished_job() -> None:
+    keyed = basic.add.using(dedupe_key="invoice:7")
+    first = keyed.enqueue(1, 2)
+    second = keyed.enqueue(5, 6)
+    assert (first.deduplicated, second.deduplicated) == (False, True)
+    assert second.id == first.id
+    assert second.args == [1, 2]
+    with connection.cursor() as cursor:
+        store.claim(cursor, worker=uuid.uuid4(), queues=["default"], limit=1)
+    running = keyed.enqueue(1, 2)
+    assert (running.id, running.deduplicated, running.status) == (first.id, True, TaskResultStatus.RUNNING)
+    assert Job.objects.count() == 1
+
+
+@pytest.mark.django_db
+def test_another_key_or_no_key_is_a_new_job() -> None:
+    a = basic.add.using(dedupe_key="a").enqueue(1, 2)
+    b = basic.add.using(dedupe_key="b").enqueue(1, 2)
+    plain = [basic.add.enqueue(1, 2).id for _ in range(2)]
+    assert len({a.id, b.id, *plain}) == 4
+
+
+@pytest.mark.django_db
+def test_once_the_holder_finished_the_key_makes_a_new_job() -> None:
+    keyed = basic.add.using(dedupe_key="report")
+    first = keyed.enqueue(1, 2)
+    factories.run_due(now=timezone.now() + timedelta(seconds=1))
+    assert Job.objects.get(id=first.id).state == State.SUCCEEDED
+    again = keyed.enqueue(1, 2)
+    assert (again.deduplicated, again.id != first.id) == (False, True)
+
+
+@pytest.mark.django_db
+def test_a_dead_or_cancelled_holder_releases_the_key() -> None:
+    keyed = basic.add.using(dedupe_key="k")
+    first = keyed.enqueue(1, 2)
+    store.cancel(first.id)
+    second = keyed.enqueue(1, 2)
+    assert not second.deduplicated
+    store.discard(second.id)
+    assert not keyed.enqueue(1, 2).deduplicated
+
+
+def new_job(key: str, window: float | None) -> store.NewJob:
+    return store.NewJob(
+        id=uuid.uuid4(), task_path="tests.tasks.basic.noop", queue_name="default", priority=0,
+        args="[]", kwargs="{}", run_at=None, max_attempts=3, timeout=None, lease_seconds=300.0,
+        dedupe_key=key, dedupe_window=window,
+    )  # fmt: skip
+
+
+@pytest.mark.django_db
+def test_a_dedupe_window_holds_the_key_only_that_long() -> None:
+    t0 = timezone.now()
+
+    def insert(at: datetime) -> tuple[uuid.UUID, bool]:
+        with connection.cursor() as cursor:
+            return store.insert_jobs(cursor, [new_job("digest", 60)], now=at)[0]
+
+    first, created = insert(t0)
+    assert created
+    assert insert(t0 + timedelta(seconds=59)) == (first, False)
+    later, created = insert(t0 + timedelta(seconds=60))
+    assert created and later != first
+    assert insert(t0 + timedelta(seconds=90)) == (later, False)
+    # The first job still runs; it just no longer holds the key.
+    old = Job.objects.get(id=first)
+    assert (old.state, old.dedupe_lapsed) == (State.QUEUED, True)
+    assert Job.objects.get(id=later).dedupe_until == t0 + timedelta(seconds=120)
+
+
+@pytest.mark.django_db
+def test_a_dedupe_window_through_the_task_api() -> None:
+    keyed = basic.add.using(dedupe_key="daily", dedupe_window=3600)
+    first = keyed.enqueue(1, 2)
+    assert keyed.enqueue(1, 2).deduplicated
+    Job.objects.filter(id=first.id).update(dedupe_until=timezone.now() - timedelta(seconds=1))
+    second = keyed.enqueue(1, 2)
+    assert not second.deduplicated
+    assert keyed.enqueue(1, 2).id == second.id
+
+
+def enqueue_in_thread(start: threading.Barrier, key: str) -> JobResult:
+    try:
+        start.wait(timeout=10)
+        return basic.add.using(dedupe_key=key).enqueue(1, 2)
+    finally:
+        connection.close()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_enqueues_with_one_key_make_exactly_one_job() -> None:
+    callers = 8
+    start = threading.Barrier(callers)
+    with ThreadPoolExecutor(max_workers=callers) as pool:
+        results = list(pool.map(lambda _: enqueue_in_thread(start, "race"), range(callers)))
+    assert Job.objects.filter(dedupe_key="race").count() == 1
+    assert {r.id for r in results} == {str(Job.objects.get(dedupe_key="race").id)}
+    assert sorted(r.deduplicated for r in results) == [False] + [True] * (callers - 1)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_enqueues_waiting_on_a_holder_that_rolls_back_make_exactly_one_job() -> None:
+    holding = threading.Event()
+    callers = 6
+
+    def holder() -> str:
+        try:
+            with pytest.raises(Rollback), transaction.atomic():
+                result = basic.add.using(dedupe_key="held").enqueue(1, 2)
+                holding.set()
+                # Long enough for the others to queue up behind this row's key.
+                threading.Event().wait(0.3)
+                raise Rollback
+            return result.id
+        finally:
+            connection.close()
+
+    def waiter() -> JobResult:
+        try:
+            holding.wait(timeout=10)
+            return basic.add.using(dedupe_key="held").enqueue(1, 2)
+        finally:
+            connection.close()
+
+    with ThreadPoolExecutor(max_workers=callers + 1) as pool:
+        rolled_back = pool.submit(holder)
+        results = [f.result() for f in [pool.submit(waiter) for _ in range(callers)]]
+    [survivor] = Job.objects.filter(dedupe_key="held")
+    assert str(survivor.id) != rolled_back.result()
+    assert {r.id for r in results} == {str(survivor.id)}
+    assert sorted(r.deduplicated for r in results) == [False] + [True] * (callers - 1)
+
+
+# --- bulk enqueue -------------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_enqueue_many_inserts_every_job_in_one_statement(statements: list[str]) -> None:
+    results = basic.add.enqueue_many(([i, i], {}) for i in range(500))
+    assert len(statements) == 1
+    assert len(inserts(statements)) == 1
+    assert [r.args for r in results] == [[i, i] for i in range(500)]
+    assert len({r.id for r in results}) == 500
+    stored = dict(Job.objects.values_list("id", "args"))
+    assert all(stored[uuid.UUID(r.id)] == r.args for r in results)
+    assert basic.add.enqueue_many([]) == []
+
+
+@pytest.mark.django_db
+def test_bulk_enqueue_handles_dedupe_keys_within_the_batch_and_against_the_table(
+    statements: list[str],
+) -> None:
+    backend: PostgresBackend = task_backends["default"]
+    existing = basic.add.using(dedupe_key="held").enqueue(0, 0)
+    a, b = basic.add.using(dedupe_key="a"), basic.noop.using(dedupe_key="b")
+    calls = [
+        (a, [1, 1], {}),
+        (basic.add, [2, 2], {}),
+        (a, [3, 3], {}),
+        (b, [], {}),
+        (basic.add.using(dedupe_key="held"), [4, 4], {}),
+        (basic.add, [5, 5], {}),
+        (b, [], {}),
+    ]
+    statements.clear()
+    results = backend.bulk_enqueue(calls)
+    assert len(inserts(statements)) == 1
+    ids = [r.id for r in results]
+    assert [r.deduplicated for r in results] == [False, False, True, False, True, False, True]
+    assert ids[2] == ids[0] and ids[6] == ids[3] and ids[4] == existing.id
+    assert len(set(ids)) == 5
+    assert Job.objects.count() == 5
+    assert Job.objects.get(id=ids[0]).args == [1, 1]
+
+
+@pytest.mark.django_db
+def test_enqueue_many_with_a_key_makes_one_job() -> None:
+    results = basic.add.using(dedupe_key="once").enqueue_many([([1, 1], {}), ([2, 2], {})])
+    assert results[0].id == results[1].id
+    assert Job.objects.count() == 1
+
+
+@pytest.mark.django_db
+def test_a_bad_call_in_a_batch_inserts_nothing() -> None:
+    with pytest.raises(InvalidPayload):
+        basic.add.enqueue_many([([1, 2], {}), ([{1, 2}, 3], {})])
+    assert Job.objects.count() == 0
+
+
+# --- validation -----------------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("args", "kwargs", "message"),
+    [
+        ([{1, 2}], {}, "args must be JSON-serializable: Object of type set is not JSON serializable"),
+        (
+            [],
+            {"a": object()},
+            "kwargs must be JSON-serializable: Object of type object is not JSON serializable",
+        ),
+        ([math.nan], {}, "args must be JSON-serializable: Out of range float values are not JSON compliant"),
+        ([], {"a": math.inf}, "kwargs must be JSON-serializable: Out of range float values are not JSON"),
+        ([b"bytes"], {}, "args must be JSON-serializable: Object of type bytes is not JSON serializable"),
+        ([timezone.now()], {}, "args must be JSON-serializable: Object of type datetime is not JSON"),
+        ([{1: "a"}], {}, "args must be JSON: the key 1 at args[0] is not a string"),
+        (
+            [],
+            {"a": {"b": {None: 1}}},
+            "kwargs must be JSON: the key None at kwargs['a']['b'] is not a string",
+        ),
+        (["a\x00b"], {}, "args must be JSON that PostgreSQL can store: NUL character in args[0]"),
+        (
+            [],
+            {"k": ["ok", {"x\x00": [1]}]},
+            "kwargs must be JSON that PostgreSQL can store: NUL character in a key at kwargs['k'][1]",
+        ),
+    ],
+)
+def test_arguments_that_are_not_json_are_refused(args: list, kwargs: dict, message: str) -> None:
+    with pytest.raises(InvalidPayload) as info:
+        basic.add.enqueue(*args, **kwargs)
+    assert str(info.value).startswith(message)
+    assert isinstance(info.value, InvalidTask)
+    assert Job.objects.count() == 0
+
+
+@pytest.mark.django_db
+def test_text_that_only_looks_like_an_escaped_nul_is_accepted() -> None:
+    args = ["\\u0000 is a backslash and five letters", {"\\u0000": "\\\\u0000"}]
+    result = basic.add.enqueue(*args)
+    assert Job.objects.get(id=result.id).args == args
+
+
+@pytest.mark.django_db
+@override_settings(JOBS={"MAX_PAYLOAD_BYTES": 100})
+def test_a_payload_over_the_size_limit_is_refused() -> None:
+    # '["xx..."]' and '{}': 4 + 2 bytes of JSON around the string.
+    basic.record.enqueue("x" * 94)
+    with pytest.raises(InvalidPayload) as info:
+        basic.record.enqueue("x" * 95)
+    assert str(info.value) == (
+        "payload of tests.tasks.basic.record is 101 bytes; the limit is 100 "
+        "(JOBS_MAX_PAYLOAD_BYTES). Pass ids, not data."
+    )
+    assert Job.objects.count() == 1
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"queue_name": "nope"}, "Queue 'nope' is not valid for backend."),
+        ({"priority": 101}, "priority must be a whole number between -100 and 100."),
+        ({"priority": -101}, "priority must be a whole number between -100 and 100."),
+        ({"priority": 1.5}, "priority must be a whole number between -100 and 100."),
+        ({"run_after": datetime(2030, 1, 1)}, "run_after must be an aware datetime."),  # noqa: DTZ001
+        ({"max_attempts": 0}, "max_attempts must be a whole number of at least 1."),
+        ({"max_attempts": 2.5}, "max_attempts must be a whole number of at least 1."),
+        ({"timeout": -1}, "timeout must be a positive number of seconds."),
+        ({"timeout": 0}, "timeout must be a positive number of seconds."),
+        ({"soft_timeout": -1}, "soft_timeout must be a positive number of seconds."),
+        ({"backoff_base": 0}, "backoff_base must be a positive number of seconds."),
+        ({"backoff_cap": "10"}, "backoff_cap must be a positive number of seconds."),
+        ({"dedupe_window": 60}, "dedupe_window needs a dedupe_key."),
+        ({"dedupe_key": "k", "dedupe_window": -1}, "dedupe_window must be a positive number of seconds."),
+        ({"lease_seconds": 0}, "lease_seconds must be between 0 and 43200."),
+        ({"lease_seconds": 86400}, "lease_seconds must be between 0 and 43200."),
+        ({"timeout": 5, "soft_timeout": 5}, "soft_timeout must be shorter than timeout."),
+    ],
+)
+def test_invalid_options_are_refused_before_anything_is_written(options: dict, message: str) -> None:
+    with pytest.raises(InvalidTask) as info:
+        basic.add.using(**options).enqueue(1, 2)
+    assert str(info.value) == message
+    assert Job.objects.count() == 0
+
+
+def test_invalid_options_on_the_decorator_are_refused() -> None:
+    with pytest.raises(InvalidTask, match="max_attempts must be a whole number of at least 1"):
+        task(max_attempts=0)(engine.record_key)
+    with pytest.raises(InvalidTask, match="dedupe_window needs a dedupe_key"):
+        task(dedupe_window=10)(engine.record_key)
+
+
+# --- async ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+def test_aenqueue_inserts_a_job() -> None:
+    result = async_to_sync(basic.add.aenqueue)(2, 3)
+    assert result.status == TaskResultStatus.READY
+    assert count_elsewhere(result.id) == 1
+    fetched = async_to_sync(basic.add.aget_result)(result.id)
+    assert (fetched.id, fetched.args) == (result.id, [2, 3])

@@ -1,0 +1,445 @@
+"""Every transition of jobs/states.py through the store, and the fence on writes after a claim.
+
+Rows come from tests.factories in the state under test; the clock is moved with ``now=``.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.db import connection
+from django.utils import timezone
+
+from jobs import store
+from jobs.exceptions import JobNotFound, TransitionNotAllowed
+from jobs.models import Job
+from jobs.states import TRANSITIONS, State
+from tests import factories
+
+pytestmark = pytest.mark.django_db
+
+T0 = timezone.now().replace(microsecond=0) + timedelta(days=1)
+LEASE = factories.LEASE_SECONDS
+BASE, CAP = 10.0, 600.0
+
+
+def claim(*, worker: uuid.UUID | None = None, now=T0, limit: int = 10, queues=("default",)) -> list[Any]:
+    with connection.cursor() as cursor:
+        return store.claim(cursor, worker=worker or uuid.uuid4(), queues=list(queues), limit=limit, now=now)
+
+
+def record(worker: uuid.UUID, *outcomes: dict[str, Any], now=T0) -> set[uuid.UUID]:
+    with connection.cursor() as cursor:
+        return store.record_outcomes(cursor, worker=worker, outcomes=list(outcomes), now=now)
+
+
+def reap(now) -> list[Any]:
+    with connection.cursor() as cursor:
+        return store.reap(cursor, backoff_base=BASE, backoff_cap=CAP, now=now)
+
+
+def release(worker: uuid.UUID, ids=None) -> list[uuid.UUID]:
+    with connection.cursor() as cursor:
+        return store.release(cursor, worker=worker, ids=ids)
+
+
+def extend(*tokens: uuid.UUID, now) -> int:
+    with connection.cursor() as cursor:
+        return store.extend_leases(cursor, tokens=list(tokens), now=now)
+
+
+def error(message: str = "boom") -> dict[str, str]:
+    return {"exception": "builtins.RuntimeError", "message": message, "traceback": "Traceback ..."}
+
+
+def succeeded(job: Job, *, attempt: int | None = None, result: Any = 1) -> dict[str, Any]:
+    return {"id": str(job.id), "attempt": attempt or job.attempt, "state": "succeeded", "result": result}
+
+
+def retried(job: Job, *, attempt: int | None = None, delay: float = 30.0) -> dict[str, Any]:
+    return {
+        "id": str(job.id),
+        "attempt": attempt or job.attempt,
+        "state": "queued",
+        "delay": delay,
+        "error": error("try again"),
+    }
+
+
+def dead(job: Job, *, attempt: int | None = None) -> dict[str, Any]:
+    return {"id": str(job.id), "attempt": attempt or job.attempt, "state": "dead", "error": error("fatal")}
+
+
+def snoozed(job: Job, *, attempt: int | None = None, delay: float = 60.0) -> dict[str, Any]:
+    return {
+        "id": str(job.id),
+        "attempt": attempt or job.attempt,
+        "state": "queued",
+        "delay": delay,
+        "refund": 1,
+    }
+
+
+def owner(job: Job) -> uuid.UUID:
+    return job.worker_id or uuid.uuid4()
+
+
+# --- the whole state machine: every operation on a row in every state -----------------
+
+OPERATIONS: dict[str, Callable[[Job], object]] = {
+    "claim": lambda job: claim(),
+    "succeed": lambda job: record(owner(job), succeeded(job)),
+    "retry": lambda job: record(owner(job), retried(job)),
+    "fail": lambda job: record(owner(job), dead(job)),
+    "snooze": lambda job: record(owner(job), snoozed(job)),
+    "release": lambda job: release(owner(job), [job.id]),
+    "reap": lambda job: reap(T0 + timedelta(seconds=LEASE + 1)),
+    "cancel": lambda job: store.cancel(job.id),
+    "discard": lambda job: store.discard(job.id),
+    "replay": lambda job: store.replay(job.id),
+    "run_now": lambda job: store.run_now(job.id),
+}
+OPERATOR_ACTIONS = {"cancel", "discard", "replay", "run_now"}
+
+# What each operation does to a row in a given state; every other pair changes nothing.
+EXPECTED: dict[tuple[str, State], State] = {
+    ("claim", State.QUEUED): State.RUNNING,
+    ("cancel", State.QUEUED): State.CANCELLED,
+    ("discard", State.QUEUED): State.DEAD,
+    ("run_now", State.QUEUED): State.QUEUED,
+    ("succeed", State.RUNNING): State.SUCCEEDED,
+    ("retry", State.RUNNING): State.QUEUED,
+    ("snooze", State.RUNNING): State.QUEUED,
+    ("release", State.RUNNING): State.QUEUED,
+    ("reap", State.RUNNING): State.QUEUED,
+    ("fail", State.RUNNING): State.DEAD,
+    ("cancel", State.RUNNING): State.CANCELLED,
+    ("replay", State.DEAD): State.QUEUED,
+    ("replay", State.CANCELLED): State.QUEUED,
+}
+
+
+def test_every_transition_of_the_state_machine_has_an_operation() -> None:
+    performed = {(state, to) for (_, state), to in EXPECTED.items() if state != to}
+    assert performed == TRANSITIONS
+
+
+@pytest.mark.parametrize("state", list(State))
+@pytest.mark.parametrize("operation", list(OPERATIONS))
+def test_operation_on_each_state_does_what_the_state_machine_allows(operation: str, state: State) -> None:
+    job = factories.job(state, now=T0)
+    before = factories.row(job.id)
+    expected = EXPECTED.get((operation, state))
+    if expected is None and operation in OPERATOR_ACTIONS:
+        with pytest.raises(TransitionNotAllowed, match=f"job {job.id} is {state}"):
+            OPERATIONS[operation](job)
+    else:
+        OPERATIONS[operation](job)
+    after = factories.row(job.id)
+    if expected is None:
+        assert after == before
+    else:
+        assert after["state"] == expected
+        if expected != state:
+            assert (state, expected) in TRANSITIONS
+
+
+@pytest.mark.parametrize("action", sorted(OPERATOR_ACTIONS))
+def test_operator_actions_on_an_unknown_id_raise_job_not_found(action: str) -> None:
+    missing = uuid.uuid4()
+    with pytest.raises(JobNotFound, match=str(missing)):
+        getattr(store, action)(missing)
+
+
+# --- queued -> running: claim ------------------------------------------------------------
+
+
+def test_claim_starts_an_attempt_under_a_lease() -> None:
+    job = factories.job(State.QUEUED, now=T0, args=[1, 2], kwargs={"x": "y"}, priority=5, lease_seconds=45)
+    worker = uuid.uuid4()
+    [claimed] = claim(worker=worker)
+    # Django's cursor hands jsonb over as text; the worker's own connection decodes it.
+    assert (json.loads(claimed[2]), json.loads(claimed[3])) == ([1, 2], {"x": "y"})
+    assert claimed[:2] + claimed[4:] == (
+        job.id, factories.NOOP, 1, 3, None, 45.0, job.trace_id, "default", 5,
+    )  # fmt: skip
+    job.refresh_from_db()
+    assert (job.state, job.attempt, job.worker_id, job.worker_ids) == (State.RUNNING, 1, worker, [worker])
+    assert job.lease_expires_at == T0 + timedelta(seconds=45)
+    assert job.started_at == job.last_attempted_at == T0
+
+
+def test_a_second_claim_keeps_started_at_and_adds_a_token() -> None:
+    earlier = T0 - timedelta(hours=1)
+    job = factories.job(State.QUEUED, attempt=1, now=earlier, started_at=earlier, last_attempted_at=earlier)
+    worker = uuid.uuid4()
+    claim(worker=worker)
+    job.refresh_from_db()
+    assert job.attempt == 2
+    assert job.worker_ids[1:] == [worker] and len(job.worker_ids) == 2
+    assert (job.started_at, job.last_attempted_at) == (earlier, T0)
+
+
+# --- running -> succeeded / queued / dead: record_outcomes --------------------------------
+
+
+def test_success_stores_the_result_and_finishes_the_job() -> None:
+    job = factories.job(State.RUNNING, now=T0)
+    assert record(job.worker_id, succeeded(job, result={"sent": [1, 2]})) == {job.id}
+    job.refresh_from_db()
+    assert (job.state, job.result, job.finished_at) == (State.SUCCEEDED, {"sent": [1, 2]}, T0)
+    assert (job.worker_id, job.lease_expires_at, job.errors) == (None, None, [])
+
+
+def test_retry_requeues_after_the_delay_with_the_error_kept() -> None:
+    job = factories.job(State.RUNNING, now=T0, attempt=2)
+    assert record(job.worker_id, retried(job, delay=30.5)) == {job.id}
+    after = Job.objects.get(id=job.id)
+    assert (after.state, after.attempt, after.finished_at) == (State.QUEUED, 2, None)
+    assert after.run_at == T0 + timedelta(seconds=30.5)
+    assert (after.worker_id, after.lease_expires_at) == (None, None)
+    assert after.last_error == "try again"
+    assert len(after.errors) == 2
+    assert after.errors[-1] | {"at": None} == error("try again") | {
+        "attempt": 2,
+        "at": None,
+        "worker": str(job.worker_id),
+    }
+    assert after.errors[-1]["at"].startswith(T0.isoformat()[:19])
+
+
+def test_dead_finishes_the_job_with_the_error() -> None:
+    job = factories.job(State.RUNNING, now=T0, attempt=3)
+    record(job.worker_id, dead(job))
+    job.refresh_from_db()
+    assert (job.state, job.finished_at, job.last_error) == (State.DEAD, T0, "fatal")
+    assert [e["attempt"] for e in job.errors] == [1, 2, 3]
+
+
+def test_snooze_requeues_without_using_the_attempt() -> None:
+    job = factories.job(State.RUNNING, now=T0, attempt=2)
+    tokens = job.worker_ids
+    record(job.worker_id, snoozed(job, delay=60))
+    job.refresh_from_db()
+    assert (job.state, job.attempt, job.worker_ids) == (State.QUEUED, 1, tokens[:1])
+    assert job.run_at == T0 + timedelta(seconds=60)
+    assert len(job.errors) == 1
+
+
+def test_outcomes_are_recorded_in_one_statement_each_under_its_own_fence() -> None:
+    worker = uuid.uuid4()
+    a, b, c = (factories.job(State.RUNNING, now=T0, worker=worker) for _ in range(3))
+    other = factories.job(State.RUNNING, now=T0)
+    changed = record(worker, succeeded(a), retried(b), dead(c), succeeded(other, result=2))
+    assert changed == {a.id, b.id, c.id}
+    states = dict(Job.objects.values_list("id", "state"))
+    assert (states[a.id], states[b.id], states[c.id], states[other.id]) == (
+        State.SUCCEEDED, State.QUEUED, State.DEAD, State.RUNNING,
+    )  # fmt: skip
+
+
+# --- running -> queued: release -------------------------------------------------------------
+
+
+def test_release_gives_the_job_back_without_using_the_attempt() -> None:
+    worker = uuid.uuid4()
+    started = factories.job(State.RUNNING, now=T0, worker=worker)
+    unstarted = factories.job(State.RUNNING, now=T0, worker=worker)
+    assert release(worker, [unstarted.id]) == [unstarted.id]
+    unstarted.refresh_from_db()
+    assert (unstarted.state, unstarted.attempt, unstarted.worker_ids) == (State.QUEUED, 0, [])
+    assert (unstarted.worker_id, unstarted.lease_expires_at) == (None, None)
+    assert [row[0] for row in claim()] == [unstarted.id]
+    assert Job.objects.get(id=started.id).state == State.RUNNING
+
+
+def test_release_of_everything_but_kept_jobs() -> None:
+    worker = uuid.uuid4()
+    keep, give = factories.job(State.RUNNING, worker=worker), factories.job(State.RUNNING, worker=worker)
+    with connection.cursor() as cursor:
+        assert store.release(cursor, worker=worker, keep=[keep.id]) == [give.id]
+    assert Job.objects.get(id=keep.id).state == State.RUNNING
+
+
+# --- running -> queued / dead: the reaper ----------------------------------------------------
+
+
+def test_reaper_requeues_an_expired_job_after_backoff_and_keeps_the_attempt() -> None:
+    job = factories.job(State.RUNNING, now=T0, attempt=2, max_attempts=3)
+    later = T0 + timedelta(seconds=LEASE + 5)
+    assert [(r[0], r[1], r[3]) for r in reap(later)] == [(job.id, "queued", 2)]
+    after = Job.objects.get(id=job.id)
+    assert (after.state, after.attempt, after.worker_id, after.lease_expires_at) == (
+        State.QUEUED,
+        2,
+        None,
+        None,
+    )
+    # Backoff for attempt 2 with base 10 is 20s, with equal jitter.
+    assert later + timedelta(seconds=10) <= after.run_at <= later + timedelta(seconds=20)
+    assert after.last_error == "worker lost"
+    lost = after.errors[-1]
+    assert (lost["attempt"], lost["exception"], lost["worker"]) == (
+        2, "jobs.exceptions.WorkerLost", str(job.worker_id),
+    )  # fmt: skip
+    assert lost["message"].startswith("worker lost: lease expired at ")
+
+
+def test_reaper_sends_a_job_on_its_last_attempt_to_dead() -> None:
+    job = factories.job(State.RUNNING, now=T0, attempt=3, max_attempts=3)
+    later = T0 + timedelta(seconds=LEASE + 5)
+    assert [r[1] for r in reap(later)] == ["dead"]
+    job.refresh_from_db()
+    assert (job.state, job.attempt, job.finished_at) == (State.DEAD, 3, later)
+    assert [e["attempt"] for e in job.errors] == [1, 2, 3]
+
+
+def test_reaper_leaves_live_leases_alone() -> None:
+    job = factories.job(State.RUNNING, now=T0)
+    before = factories.row(job.id)
+    assert reap(T0 + timedelta(seconds=LEASE - 1)) == []
+    assert reap(T0 + timedelta(seconds=LEASE)) == []
+    assert factories.row(job.id) == before
+
+
+def test_heartbeat_keeps_a_long_job_from_being_reaped() -> None:
+    job = factories.job(State.RUNNING, now=T0)
+    beat = T0 + timedelta(seconds=LEASE * 2 / 3)
+    assert extend(job.worker_id, uuid.uuid4(), now=beat) == 1
+    assert reap(T0 + timedelta(seconds=LEASE + 1)) == []
+    job.refresh_from_db()
+    assert (job.state, job.lease_expires_at) == (State.RUNNING, beat + timedelta(seconds=LEASE))
+
+
+# --- operator actions -------------------------------------------------------------------------
+
+
+def test_cancel_of_a_queued_job_finishes_it() -> None:
+    job = factories.job(State.QUEUED, now=T0)
+    store.cancel(job.id)
+    job.refresh_from_db()
+    assert job.state == State.CANCELLED and job.finished_at is not None
+    assert claim() == []
+
+
+def test_cancel_of_a_running_job_drops_its_outcome() -> None:
+    job = factories.job(State.RUNNING, now=T0)
+    store.cancel(job.id)
+    cancelled = factories.row(job.id)
+    assert (cancelled["state"], cancelled["worker_id"], cancelled["lease_expires_at"]) == (
+        State.CANCELLED, None, None,
+    )  # fmt: skip
+    for outcome in (succeeded(job), retried(job), dead(job), snoozed(job)):
+        assert record(job.worker_id, outcome) == set()
+    assert release(job.worker_id) == []
+    assert factories.row(job.id) == cancelled
+
+
+def test_discard_sends_a_queued_job_to_dead_with_the_reason() -> None:
+    job = factories.job(State.QUEUED, now=T0)
+    store.discard(job.id, reason="customer closed the account")
+    job.refresh_from_db()
+    assert (job.state, job.last_error) == (State.DEAD, "customer closed the account")
+    assert job.finished_at is not None
+
+
+@pytest.mark.parametrize("state", [State.DEAD, State.CANCELLED])
+def test_replay_queues_a_finished_job_with_fresh_attempts_and_its_history(state: State) -> None:
+    job = factories.job(state, now=T0 - timedelta(days=3), attempt=2, max_attempts=2, dedupe_key="k")
+    store.replay(job.id)
+    after = Job.objects.get(id=job.id)
+    assert (after.state, after.attempt, after.worker_ids) == (State.QUEUED, 0, [])
+    assert (after.finished_at, after.result) == (None, None)
+    assert after.errors == job.errors
+    assert after.dedupe_lapsed
+    assert [row[0] for row in claim(now=timezone.now() + timedelta(seconds=1))] == [job.id]
+
+
+def test_replay_with_a_new_payload() -> None:
+    job = factories.job(State.DEAD, args=[1], kwargs={"a": 1})
+    store.replay(job.id, args=[2], kwargs={"b": 2})
+    job.refresh_from_db()
+    assert (job.args, job.kwargs) == ([2], {"b": 2})
+
+
+def test_run_now_makes_a_delayed_job_due() -> None:
+    job = factories.job(State.QUEUED, run_at=T0 + timedelta(days=30))
+    assert claim(now=T0 + timedelta(days=1)) == []
+    store.run_now(job.id)
+    assert [row[0] for row in claim(now=timezone.now() + timedelta(seconds=1))] == [job.id]
+
+
+# --- the fence: a superseded claim cannot write --------------------------------------------
+
+
+def superseded_outcomes(job: Job, attempt: int) -> list[dict[str, Any]]:
+    return [
+        succeeded(job, attempt=attempt),
+        retried(job, attempt=attempt),
+        dead(job, attempt=attempt),
+        snoozed(job, attempt=attempt),
+    ]
+
+
+def test_a_worker_whose_lease_expired_and_whose_job_was_taken_over_cannot_write() -> None:
+    job = factories.job(State.QUEUED, now=T0)
+    first, second = uuid.uuid4(), uuid.uuid4()
+    claim(worker=first)
+    reaped_at = T0 + timedelta(seconds=LEASE + 1)
+    assert [r[1] for r in reap(reaped_at)] == ["queued"]
+    retaken_at = reaped_at + timedelta(seconds=CAP)
+    assert [r[0] for r in claim(worker=second, now=retaken_at)] == [job.id]
+    current = factories.row(job.id)
+    assert (current["worker_id"], current["attempt"]) == (second, 2)
+
+    for outcome in superseded_outcomes(job, attempt=1):
+        assert record(first, outcome, now=retaken_at) == set()
+    # Not even with the current attempt number: the token is not the owner's.
+    for outcome in superseded_outcomes(job, attempt=2):
+        assert record(first, outcome, now=retaken_at) == set()
+    assert release(first) == []
+    assert release(first, [job.id]) == []
+    assert extend(first, now=retaken_at) == 0
+    assert factories.row(job.id) == current
+
+    job.refresh_from_db()
+    assert record(second, succeeded(job, attempt=2)) == {job.id}
+
+
+def test_the_same_worker_cannot_write_for_an_older_attempt() -> None:
+    job = factories.job(State.QUEUED, now=T0)
+    worker = uuid.uuid4()
+    claim(worker=worker)
+    reaped_at = T0 + timedelta(seconds=LEASE + 1)
+    reap(reaped_at)
+    claim(worker=worker, now=reaped_at + timedelta(seconds=CAP))
+    current = factories.row(job.id)
+    assert current["attempt"] == 2
+    for outcome in superseded_outcomes(job, attempt=1):
+        assert record(worker, outcome) == set()
+    assert factories.row(job.id) == current
+    assert record(worker, succeeded(job, attempt=2)) == {job.id}
+
+
+def test_an_outcome_is_recorded_once() -> None:
+    job = factories.job(State.RUNNING, now=T0)
+    assert record(job.worker_id, succeeded(job, result=1)) == {job.id}
+    done = factories.row(job.id)
+    for outcome in (succeeded(job, result=2), retried(job), dead(job), snoozed(job)):
+        assert record(job.worker_id, outcome) == set()
+    assert factories.row(job.id) == done
+
+
+def test_a_reaped_job_waiting_for_retry_cannot_be_written_by_its_old_worker() -> None:
+    job = factories.job(State.RUNNING, now=T0)
+    reap(T0 + timedelta(seconds=LEASE + 1))
+    waiting = factories.row(job.id)
+    for outcome in superseded_outcomes(job, attempt=1):
+        assert record(job.worker_id, outcome) == set()
+    assert release(job.worker_id) == []
+    assert factories.row(job.id) == waiting

@@ -1,0 +1,135 @@
+"""Real ``manage.py runworker --burst`` processes on the test database."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from collections import Counter
+
+import pytest
+from django.db.models import Count
+
+from jobs.models import Job
+from jobs.states import State
+from jobs.worker.db import connect
+from tests import factories
+from tests.conftest import manage, side_effect_counts, subprocess_env
+from tests.tasks import basic, engine
+
+pytestmark = pytest.mark.process
+
+
+def start_worker(**env: str) -> subprocess.Popen[str]:
+    return manage(
+        "runworker",
+        "--burst",
+        "--concurrency",
+        "1",
+        env=subprocess_env(**env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+
+
+def finish(worker: subprocess.Popen[str], timeout: float = 60) -> str:
+    try:
+        output, _ = worker.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        worker.kill()
+        output, _ = worker.communicate()
+        pytest.fail(f"runworker --burst did not exit within {timeout}s:\n{output[-5000:]}")
+    assert worker.returncode == 0, output[-5000:]
+    return output
+
+
+def wait_for(condition, *, timeout: float = 30, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out waiting for {what}")
+        time.sleep(0.02)
+
+
+def holders() -> int:
+    return Job.objects.filter(state=State.RUNNING).values("worker_id").distinct().count()
+
+
+def test_two_workers_drain_2000_jobs_running_each_exactly_once(side_effects: None) -> None:
+    total = 2000
+    basic.record.enqueue_many(([f"key-{n}"], {}) for n in range(total))
+
+    # Hold the side-effect table so that each worker's first handler blocks: both workers
+    # are then certainly holding a job before either can drain the queue alone.
+    with connect(application_name="test-gate") as gate:
+        with gate.transaction():
+            gate.execute("LOCK TABLE test_side_effects IN EXCLUSIVE MODE")
+            # Handlers keep their Django connection between jobs (with the default of 0,
+            # Django reconnects after every job, which triples this test's run time).
+            workers = [start_worker(CONN_MAX_AGE="600") for _ in range(2)]
+            try:
+                wait_for(lambda: holders() == 2, what="both workers to hold a job")
+            except BaseException:
+                for worker in workers:
+                    worker.kill()
+                raise
+        outputs = [finish(worker) for worker in workers]
+
+    counts = side_effect_counts()
+    assert len(counts) == total
+    assert set(counts) == {f"key-{n}" for n in range(total)}
+    assert set(counts.values()) == {1}
+    assert dict(Job.objects.values_list("state").annotate(n=Count("id"))) == {State.SUCCEEDED: total}
+    assert set(Job.objects.values_list("attempt", flat=True)) == {1}
+    tokens = Counter(str(ids[0]) for ids in Job.objects.values_list("worker_ids", flat=True))
+    assert len(tokens) == 2, tokens
+    # One key=value line per outcome, from the worker that ran the job.
+    logged = [line for out in outputs for line in out.splitlines() if "outcome=succeeded" in line]
+    assert len(logged) == total
+    assert all(" attempt=1/5 " in line and " task=tests.tasks.basic.record " in line for line in logged)
+
+
+def test_rows_that_cannot_run_go_to_dead_and_the_worker_keeps_running(side_effects: None) -> None:
+    bad = {
+        "unknown task": factories.job(task_path="tests.tasks.basic.vanished"),
+        "malformed path": factories.job(task_path=".x"),
+        "not a task": factories.job(task_path="tests.tasks.engine.record_key", args=["x"]),
+        "args not a list": factories.job(task_path="tests.tasks.basic.record", args={"key": "x"}),
+        "args not JSON": factories.job(task_path="tests.tasks.basic.record", args="[not json"),
+        "wrong arity": factories.job(task_path="tests.tasks.basic.record", args=["a", "b"]),
+    }
+    reasons = {
+        "unknown task": "task 'tests.tasks.basic.vanished' cannot be imported",
+        "malformed path": "task '.x' cannot be imported: ValueError('Empty module name')",
+        "not a task": "'tests.tasks.engine.record_key' is not a task",
+        "args not a list": "payload must be a list of args and a dict of kwargs, got dict and dict",
+        "args not JSON": "payload is not JSON",
+        "wrong arity": "payload does not fit the task's signature: too many positional arguments",
+    }
+    good = basic.record.enqueue_many(([f"good-{n}"], {}) for n in range(20))
+    odd = {
+        "not JSON result": basic.returns_object.enqueue(),
+        "NUL in error": engine.fail_with_nul.enqueue("nul"),
+        "async": basic.async_add.enqueue(2, 3),
+        "context": basic.report_attempt.enqueue(),
+    }
+
+    output = finish(start_worker())
+
+    for name, job in bad.items():
+        job.refresh_from_db()
+        assert (job.state, job.attempt) == (State.DEAD, 1), name
+        assert job.last_error.startswith(reasons[name]), (name, job.last_error)
+    assert {Job.objects.get(id=r.id).state for r in good} == {State.SUCCEEDED}
+    counts = side_effect_counts()
+    assert {k: v for k, v in counts.items() if k.startswith("good-")} == {f"good-{n}": 1 for n in range(20)}
+
+    not_json = Job.objects.get(id=odd["not JSON result"].id)
+    assert (not_json.state, not_json.errors[0]["exception"]) == (State.DEAD, "jobs.exceptions.BadReturnValue")
+    # Its error could not be stored as it was; the job still waits for its retry, once.
+    nul = Job.objects.get(id=odd["NUL in error"].id)
+    assert (nul.state, nul.attempt, nul.last_error) == (State.QUEUED, 1, "bad byte \\x00 in the message")
+    assert counts["nul"] == 1
+    assert basic.async_add.get_result(odd["async"].id).return_value == 5
+    assert basic.report_attempt.get_result(odd["context"].id).return_value == 1
+    assert "event=executor_crashed" not in output
+    assert "event=executor_lost" not in output
