@@ -299,6 +299,15 @@ def test_reaper_sends_a_job_on_its_last_attempt_to_dead() -> None:
     assert [e["attempt"] for e in job.errors] == [1, 2, 3]
 
 
+def test_reaper_caps_the_backoff_of_a_job_with_very_many_attempts() -> None:
+    many = factories.job(State.RUNNING, now=T0, attempt=1100, max_attempts=10_000)
+    other = factories.job(State.RUNNING, now=T0)
+    later = T0 + timedelta(seconds=LEASE + 5)
+    assert {row[0] for row in reap(later)} == {many.id, other.id}
+    many.refresh_from_db()
+    assert later + timedelta(seconds=CAP / 2) <= many.run_at <= later + timedelta(seconds=CAP)
+
+
 def test_reaper_leaves_live_leases_alone() -> None:
     job = factories.job(State.RUNNING, now=T0)
     before = factories.row(job.id)
