@@ -23,6 +23,12 @@ from .cron import InvalidTiming, zone_named
 from .fire import run_now
 from .validation import timing_of
 
+_SECTIONS: tuple[tuple[str | None, tuple[str, ...]], ...] = (
+    (None, ("name", "task_path", "args", "kwargs", "enabled")),
+    ("When", ("cron", "interval_seconds", "time_zone", "next_five")),
+    ("How", ("queue_name", "priority", "catchup", "catchup_window", "overlap")),
+    ("State", ("source", "next_fire", "last_fired", "recent_fires", "revision")),
+)
 _EDITABLE_WHEN_DECLARED = {"enabled"}
 
 
@@ -60,18 +66,12 @@ class ScheduleAdmin(admin.ModelAdmin):
     search_fields = ("name", "task_path")
     ordering = ("name",)
     actions = ("enable_schedules", "disable_schedules", "run_schedules_now")
-    fieldsets = (
-        (None, {"fields": ("name", "task_path", "args", "kwargs", "enabled")}),
-        ("When", {"fields": ("cron", "interval_seconds", "time_zone", "next_five")}),
-        ("How", {"fields": ("queue_name", "priority", "catchup", "catchup_window", "overlap")}),
-        ("State", {"fields": ("source", "next_fire", "last_fired", "recent_fires", "revision")}),
-    )
+    fieldsets = tuple((title, {"fields": names}) for title, names in _SECTIONS)
     readonly_fields = ("next_five", "source", "next_fire", "last_fired", "recent_fires", "revision")
 
     def get_readonly_fields(self, request: HttpRequest, obj: Schedule | None = None) -> list[str]:
         if obj is not None and obj.source == ScheduleSource.CODE:
-            every = [name for _, options in self.fieldsets for name in options["fields"]]
-            return [name for name in every if name not in _EDITABLE_WHEN_DECLARED]
+            return [name for _, names in _SECTIONS for name in names if name not in _EDITABLE_WHEN_DECLARED]
         return list(self.readonly_fields)
 
     def has_delete_permission(self, request: HttpRequest, obj: Schedule | None = None) -> bool:

@@ -140,8 +140,8 @@ def _spec_from_settings(name: str, options: Mapping[str, Any]) -> ScheduleSpec:
 
 def sync_declared() -> dict[str, list[str]]:
     """Write the declarations into the schedule table. Returns the invalid ones' errors."""
-    specs, invalid = declared_specs()
-    invalid = {name: [message] for name, message in invalid.items()}
+    specs, unreadable = declared_specs()
+    invalid = {name: [message] for name, message in unreadable.items()}
     for name, spec in specs.items():
         values = spec.row_values()
         errors = schedule_errors(Schedule(name=name, **values))

@@ -79,7 +79,7 @@ def _fire(
         cursor.execute(
             _CLAIM_SLOT,
             {
-                "schedule": schedule.id,
+                "schedule": schedule.pk,
                 "slot": slot,
                 "manual": manual,
                 "now": now,
@@ -109,13 +109,13 @@ def _fire(
         if manual:
             cursor.execute(
                 "UPDATE jobs_schedule SET last_fired_at = GREATEST(last_fired_at, %s) WHERE id = %s",
-                [slot, schedule.id],
+                [slot, schedule.pk],
             )
     return Fired(slot=slot, outcome=FireOutcome.ENQUEUED, job_id=job_id)
 
 
 def _previous_run_unfinished(cursor: Any, schedule: Schedule, record: int) -> bool:
-    cursor.execute(_PREVIOUS_RUN_UNFINISHED, {"schedule": schedule.id, "record": record})
+    cursor.execute(_PREVIOUS_RUN_UNFINISHED, {"schedule": schedule.pk, "record": record})
     row = cursor.fetchone()
     return bool(row and row[0])
 
@@ -124,7 +124,7 @@ def advance(schedule: Schedule, *, next_fire_at: datetime, last_fired_at: dateti
     """Record that every slot before ``next_fire_at`` was dealt with. Never moves the times
     backwards (another scheduler may be ahead), and writes nothing if the schedule was
     edited since it was read: the edit set its own next fire time."""
-    changed = Schedule.objects.filter(id=schedule.id, revision=schedule.revision).update(
+    changed = Schedule.objects.filter(id=schedule.pk, revision=schedule.revision).update(
         next_fire_at=Greatest("next_fire_at", Value(next_fire_at)),
         last_fired_at=Greatest("last_fired_at", Value(last_fired_at)),
     )
@@ -133,10 +133,10 @@ def advance(schedule: Schedule, *, next_fire_at: datetime, last_fired_at: dateti
 
 def start_schedule(schedule: Schedule, next_fire_at: datetime) -> datetime:
     """Set the first fire time of a schedule that has none; returns the one that stands."""
-    Schedule.objects.filter(id=schedule.id, revision=schedule.revision, next_fire_at__isnull=True).update(
+    Schedule.objects.filter(id=schedule.pk, revision=schedule.revision, next_fire_at__isnull=True).update(
         next_fire_at=next_fire_at
     )
-    stored = Schedule.objects.filter(id=schedule.id).values_list("next_fire_at", flat=True).first()
+    stored = Schedule.objects.filter(id=schedule.pk).values_list("next_fire_at", flat=True).first()
     return stored or next_fire_at
 
 

@@ -78,7 +78,7 @@ class Scheduler:
             self.listener = Connection(
                 config.database,
                 name="jobs-scheduler",
-                on_connect=lambda conn: conn.execute(f"LISTEN {SCHEDULES_CHANNEL}"),
+                on_connect=_listen,
                 should_stop=lambda: self.stopping,
             )
 
@@ -190,7 +190,7 @@ class Scheduler:
             json.dumps(schedule.args, sort_keys=True, default=str),
             json.dumps(schedule.kwargs, sort_keys=True, default=str),
         )
-        cached = self._checked.get(schedule.id)
+        cached = self._checked.get(schedule.pk)
         if cached is not None and cached[0] == key:
             return cached[1]
         try:
@@ -203,7 +203,7 @@ class Scheduler:
                 schedule.name,
                 str(exc),
             )
-        self._checked[schedule.id] = (key, checked)
+        self._checked[schedule.pk] = (key, checked)
         return checked
 
     # --- the process ------------------------------------------------------------------
@@ -304,6 +304,10 @@ class Scheduler:
             self._listen_retry_at = time.monotonic() + min(self.config.max_sleep, 30.0)
             return None
         return self.listener.fileno()
+
+
+def _listen(conn: Any) -> None:
+    conn.execute(f"LISTEN {SCHEDULES_CHANNEL}")
 
 
 def _close_quietly() -> None:
