@@ -4,6 +4,7 @@ Nothing here touches the database or the clock; the worker applies the decision 
 fenced write in store.py.
 """
 
+import math
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -13,6 +14,11 @@ from .exceptions import BadPayload, BadReturnValue, Discard, Retry, Snooze, Unkn
 
 # Failures that would repeat on every attempt: the row or the code is wrong, not the world.
 NEVER_RETRIED = (BadPayload, BadReturnValue, UnknownTask)
+
+# The longest wait a decision asks for (ten years). Handlers choose Retry and Snooze delays
+# and settings the backoff cap; past this the database's timestamps overflow, and NaN or
+# infinity is not JSON: either would fail the write of a whole batch of outcomes.
+MAX_DELAY = 10 * 365 * 86400.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +69,7 @@ def decide(
 ) -> Decision:
     """What happens to a job whose attempt number ``attempt`` ended with ``error``."""
     if isinstance(error, Snooze):
-        return Decision("queued", delay=max(error.seconds, 0.0), refund=True, reason="snoozed")
+        return Decision("queued", delay=_storable(error.seconds), refund=True, reason="snoozed")
     if isinstance(error, Discard):
         return Decision("dead", reason=f"discarded: {error}")
     if isinstance(error, (NEVER_RETRIED, policy.non_retryable)):
@@ -71,7 +77,7 @@ def decide(
     if attempt >= policy.max_attempts:
         return Decision("dead", reason=f"attempts exhausted ({attempt}/{policy.max_attempts})")
     if isinstance(error, Retry) and error.after is not None:
-        return Decision("queued", delay=max(error.after, 0.0), reason="retry requested")
+        return Decision("queued", delay=_storable(error.after), reason="retry requested")
     delay = backoff(
         attempt,
         base=policy.backoff_base,
@@ -79,4 +85,10 @@ def decide(
         jitter=policy.jitter,
         rand=rand,
     )
-    return Decision("queued", delay=delay, reason="retrying")
+    return Decision("queued", delay=_storable(delay), reason="retrying")
+
+
+def _storable(seconds: float) -> float:
+    if math.isnan(seconds):
+        return 0.0
+    return min(max(seconds, 0.0), MAX_DELAY)

@@ -15,6 +15,7 @@ from django.utils import timezone
 from jobs import store
 from jobs.exceptions import BadPayload, BadReturnValue, Discard, UnknownTask
 from jobs.models import Job
+from jobs.retry import MAX_DELAY
 from jobs.states import FINISHED, State
 from tests import factories
 from tests.tasks import basic, engine
@@ -103,6 +104,15 @@ def test_retry_after_n_seconds_overrides_the_backoff() -> None:
     assert len(times) == 4
     job.refresh_from_db()
     assert (job.state, job.attempt) == (State.DEAD, 5)
+
+
+def test_a_retry_far_in_the_future_is_stored() -> None:
+    result = basic.retry_after.enqueue(1e15)
+    at = start()
+    factories.run_due(now=at)
+    job = Job.objects.get(id=result.id)
+    assert (job.state, job.attempt) == (State.QUEUED, 1)
+    assert job.run_at == at + timedelta(seconds=MAX_DELAY)
 
 
 def test_snooze_reschedules_without_using_an_attempt() -> None:

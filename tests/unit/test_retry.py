@@ -1,5 +1,6 @@
 """The retry policy is pure: backoff arithmetic and the meaning of each kind of error."""
 
+import math
 import random
 
 import pytest
@@ -12,7 +13,7 @@ from jobs.exceptions import (
     Snooze,
     UnknownTask,
 )
-from jobs.retry import RetryPolicy, backoff, decide
+from jobs.retry import MAX_DELAY, RetryPolicy, backoff, decide
 
 POLICY = RetryPolicy(max_attempts=5, backoff_base=2.0, backoff_cap=60.0)
 
@@ -110,3 +111,26 @@ def test_policy_options_change_the_delay() -> None:
     policy = RetryPolicy(max_attempts=10, backoff_base=10.0, backoff_cap=25.0, jitter=False)
     delays = [decide(RuntimeError(), attempt=n, policy=policy).delay for n in (1, 2, 3, 4)]
     assert delays == [10.0, 20.0, 25.0, 25.0]
+
+
+@pytest.mark.parametrize(
+    ("error", "delay"),
+    [
+        (Retry(after=math.inf), MAX_DELAY),
+        (Retry(after=1e15), MAX_DELAY),
+        (Retry(after=math.nan), 0.0),
+        (Snooze(math.inf), MAX_DELAY),
+        (Snooze(1e300), MAX_DELAY),
+        (Snooze(math.nan), 0.0),
+    ],
+)
+def test_a_delay_asked_for_by_a_handler_stays_storable(error: Exception, delay: float) -> None:
+    # Beyond MAX_DELAY the database's timestamps overflow, and NaN or infinity is not JSON:
+    # either would fail the write of the whole batch of outcomes it belongs to.
+    assert decide(error, attempt=1, policy=POLICY).delay == delay
+    assert MAX_DELAY >= 10 * 365 * 86400
+
+
+def test_a_huge_backoff_cap_is_clamped_too() -> None:
+    policy = RetryPolicy(max_attempts=100, backoff_base=1e10, backoff_cap=1e20, jitter=False)
+    assert decide(RuntimeError(), attempt=50, policy=policy).delay == MAX_DELAY
