@@ -9,13 +9,24 @@ supervisor from reading half a write.
 from __future__ import annotations
 
 import mmap
+import os
 import struct
+import time
 import uuid
 from dataclasses import dataclass
 
-# seq, job id, attempt, started (monotonic), hard deadline (monotonic, 0: none), and the
+# The sequence number is a word of its own: struct's pack_into zero-fills the whole region
+# it packs before writing, so packing it with the fields would let a reader see an even
+# (zero) sequence in the middle of a write.
+_SEQ = struct.Struct("=Q")
+# job id, attempt, started (monotonic), hard deadline (monotonic, 0: none), and the
 # shortest lease among the jobs the executor holds (the supervisor beats at a third of it)
-_SLOT = struct.Struct("=Q16siddd")
+_FIELDS = struct.Struct("=16siddd")
+_SLOT_SIZE = _SEQ.size + _FIELDS.size
+# A write takes microseconds, but the writer may be preempted in the middle of one; the
+# reader yields and waits this long before it takes a write that never finished (its
+# writer was killed mid-write).
+_READ_PATIENCE = 0.1
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,14 +42,14 @@ class SlotTable:
     def __init__(self, size: int) -> None:
         self.size = size
         # Anonymous shared mapping: inherited by forked executors, shared both ways.
-        self.buf = mmap.mmap(-1, _SLOT.size * size)
+        self.buf = mmap.mmap(-1, _SLOT_SIZE * size)
 
     def _write(self, index: int, *fields: object) -> None:
-        offset = index * _SLOT.size
-        seq = struct.unpack_from("=Q", self.buf, offset)[0]
-        struct.pack_into("=Q", self.buf, offset, seq + 1)
-        _SLOT.pack_into(self.buf, offset, seq + 1, *fields)
-        struct.pack_into("=Q", self.buf, offset, seq + 2)
+        offset = index * _SLOT_SIZE
+        seq = _SEQ.unpack_from(self.buf, offset)[0]
+        _SEQ.pack_into(self.buf, offset, seq + 1)
+        _FIELDS.pack_into(self.buf, offset + _SEQ.size, *fields)
+        _SEQ.pack_into(self.buf, offset, seq + 2)
 
     def start(
         self,
@@ -55,12 +66,19 @@ class SlotTable:
         self._write(index, bytes(16), 0, 0.0, 0.0, 0.0)
 
     def read(self, index: int) -> Running | None:
-        offset = index * _SLOT.size
-        for _ in range(100):
-            seq, job, attempt, started, deadline, lease = _SLOT.unpack_from(self.buf, offset)
-            if seq % 2 == 0 and struct.unpack_from("=Q", self.buf, offset)[0] == seq:
+        offset = index * _SLOT_SIZE
+        give_up = 0.0
+        while True:
+            seq = _SEQ.unpack_from(self.buf, offset)[0]
+            job, attempt, started, deadline, lease = _FIELDS.unpack_from(self.buf, offset + _SEQ.size)
+            if seq % 2 == 0 and _SEQ.unpack_from(self.buf, offset)[0] == seq:
                 break
-        # A writer killed mid-write leaves an odd sequence: the fields are still whole.
+            now = time.monotonic()
+            if not give_up:
+                give_up = now + _READ_PATIENCE
+            elif now > give_up:
+                break
+            os.sched_yield()
         if job == bytes(16):
             return None
         return Running(uuid.UUID(bytes=job), attempt, started, deadline, lease)
