@@ -178,9 +178,14 @@ def record_outcomes(
 
 
 def _storable_error(error: dict[str, Any]) -> dict[str, Any]:
-    # jsonb text cannot hold U+0000, and one such string fails the whole batch; an error
-    # message or traceback may quote binary data. It is text for people, so show the NUL.
-    return {k: v.replace("\x00", "\\x00") if isinstance(v, str) else v for k, v in error.items()}
+    # jsonb text cannot hold U+0000 or a lone surrogate (os.fsdecode makes those of file
+    # names that are not UTF-8), and one such string fails the whole batch; an error
+    # message or traceback may quote either. It is text for people, so write them out.
+    return {k: _storable_text(v) if isinstance(v, str) else v for k, v in error.items()}
+
+
+def _storable_text(text: str) -> str:
+    return text.replace("\x00", "\\x00").encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def extend_leases(cursor: Any, *, tokens: Sequence[uuid.UUID], now: datetime | None = None) -> int:

@@ -159,11 +159,12 @@ def test_a_return_value_that_is_not_json_is_dead() -> None:
 
 @pytest.mark.xfail(
     strict=True,
-    reason="worker bug: _check_result lets a str with a NUL through; jsonb cannot store it, the "
-    "outcome write fails and the executor crashes with its whole batch",
+    reason="worker bug: _check_result lets a str with a NUL or a lone surrogate through; jsonb "
+    "cannot store it, the outcome write fails and the executor crashes with its whole batch",
 )
-def test_a_return_value_jsonb_cannot_store_is_dead() -> None:
-    result = engine.return_nul.enqueue()
+@pytest.mark.parametrize("task", [engine.return_nul, engine.return_surrogate])
+def test_a_return_value_jsonb_cannot_store_is_dead(task) -> None:
+    result = task.enqueue()
     factories.run_due(now=start())
     job = Job.objects.get(id=result.id)
     assert job.state == State.DEAD
@@ -175,6 +176,14 @@ def test_an_error_message_with_a_nul_character_is_recorded() -> None:
     factories.run_due(now=start())
     job = Job.objects.get(id=result.id)
     assert (job.state, job.attempt, job.last_error) == (State.QUEUED, 1, "bad byte \\x00 in the message")
+
+
+def test_an_error_message_with_a_lone_surrogate_is_recorded() -> None:
+    result = engine.fail_with_surrogate.enqueue()
+    factories.run_due(now=start())
+    job = Job.objects.get(id=result.id)
+    assert (job.state, job.attempt, job.last_error) == (State.QUEUED, 1, "cannot open /tmp/caf\\udce9")
+    assert job.errors[0]["traceback"].rstrip().endswith("OSError: cannot open /tmp/caf\\udce9")
 
 
 # --- rows that cannot run ------------------------------------------------------------------------

@@ -1,5 +1,7 @@
 """Tasks for the engine's own tests (retry policy options, odd outcomes)."""
 
+import os
+
 from django.db import connection
 from django.tasks import task
 
@@ -32,8 +34,19 @@ def fail_with_nul(key: str | None = None) -> None:
 
 
 @task
+def fail_with_surrogate() -> None:
+    """Fails quoting a file name that is not UTF-8, as os.fsdecode gives it."""
+    raise OSError(f"cannot open {os.fsdecode(b'/tmp/caf\xe9')}")
+
+
+@task
 def return_nul() -> str:
     return "a\x00b"
+
+
+@task
+def return_surrogate() -> str:
+    return os.fsdecode(b"caf\xe9")
 
 
 @task
