@@ -21,7 +21,7 @@ from ..exceptions import JobsError
 from ..models import FireRecord, Schedule, ScheduleSource
 from .cron import InvalidTiming, zone_named
 from .fire import run_now
-from .validation import timing_of
+from .validation import describe, schedule_errors, timing_of
 
 _SECTIONS: tuple[tuple[str | None, tuple[str, ...]], ...] = (
     (None, ("name", "task_path", "args", "kwargs", "enabled")),
@@ -61,6 +61,7 @@ class ScheduleAdmin(admin.ModelAdmin):
         "catchup",
         "overlap",
         "source",
+        "problems",
     )
     list_filter = ("enabled", "source", "catchup", "overlap", "queue_name")
     search_fields = ("name", "task_path")
@@ -94,6 +95,12 @@ class ScheduleAdmin(admin.ModelAdmin):
     @admin.display(description="last fired", ordering="last_fired_at")
     def last_fired(self, obj: Schedule) -> str:
         return _local(obj.last_fired_at, obj.time_zone)
+
+    @admin.display(description="problems")
+    def problems(self, obj: Schedule) -> str:
+        """What makes the scheduler skip this schedule, as it would log it."""
+        errors = schedule_errors(obj)
+        return describe(errors) if errors else "-"
 
     @admin.display(description="next five fire times")
     def next_five(self, obj: Schedule) -> str:

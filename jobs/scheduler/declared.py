@@ -35,7 +35,7 @@ from django.db import IntegrityError, transaction
 
 from ..conf import jobs_settings
 from ..models import Catchup, Overlap, Schedule, ScheduleSource, default_time_zone
-from .validation import configured_queues, schedule_errors
+from .validation import configured_queues, describe, schedule_errors
 
 logger = logging.getLogger("jobs.scheduler")
 
@@ -61,7 +61,7 @@ class ScheduleSpec:
 
     def row_values(self) -> dict[str, Any]:
         """The model fields this declaration owns."""
-        queues = configured_queues()
+        queues = configured_queues() or ["default"]
         return {
             "task_path": self.task,
             "cron": self.cron or "",
@@ -138,22 +138,19 @@ def _spec_from_settings(name: str, options: Mapping[str, Any]) -> ScheduleSpec:
     return replace(ScheduleSpec(name=name, task=options["task"]), **options)
 
 
-def sync_declared() -> dict[str, list[str]]:
+def sync_declared() -> dict[str, str]:
     """Write the declarations into the schedule table. Returns the invalid ones' errors."""
-    specs, unreadable = declared_specs()
-    invalid = {name: [message] for name, message in unreadable.items()}
+    specs, invalid = declared_specs()
     for name, spec in specs.items():
         values = spec.row_values()
         errors = schedule_errors(Schedule(name=name, **values))
         if errors:
-            invalid[name] = [f"{key}: {message}" for key, messages in errors.items() for message in messages]
+            invalid[name] = describe(errors)
             continue
         _upsert(name, values, enabled=spec.enabled)
     for name, problems in invalid.items():
         logger.error(
-            "event=declared_schedule_invalid schedule=%s errors=%r action='not synced'",
-            name,
-            "; ".join(problems),
+            "event=declared_schedule_invalid schedule=%s errors=%r action='not synced'", name, problems
         )
     keep = set(specs) | set(invalid)
     for schedule in Schedule.objects.filter(source=ScheduleSource.CODE).exclude(name__in=keep):

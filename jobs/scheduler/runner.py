@@ -41,6 +41,8 @@ from .validation import Checked, InvalidSchedule, check
 logger = logging.getLogger("jobs.scheduler")
 
 DB_ERRORS = (OperationalError, InterfaceError)
+# With --once, give up after this many failed tries to reach the database.
+ONCE_ATTEMPTS = 5
 
 
 @dataclass(frozen=True)
@@ -209,11 +211,24 @@ class Scheduler:
     # --- the process ------------------------------------------------------------------
 
     def run(self, *, once: bool = False) -> int:
+        """The process loop. Returns the exit code: 0, or 1 when ``once`` could not reach
+        the database in ONCE_ATTEMPTS tries (a cron job should fail, not hang)."""
         wake_r, wake_w = os.pipe()
         os.set_blocking(wake_w, False)
         signal.set_wakeup_fd(wake_w)
         signal.signal(signal.SIGTERM, self._on_signal)
         signal.signal(signal.SIGINT, self._on_signal)
+        try:
+            return self._loop(wake_r, once=once)
+        finally:
+            if self.listener is not None:
+                self.listener.drop()
+            signal.set_wakeup_fd(-1)
+            os.close(wake_r)
+            os.close(wake_w)
+            logger.info("event=scheduler_stopped scheduler=%s", self.name)
+
+    def _loop(self, wake_r: int, *, once: bool) -> int:
         failures = 0
         started = False
         while not self.stopping:
@@ -236,6 +251,8 @@ class Scheduler:
                     str(exc).strip(),
                 )
                 _close_quietly()
+                if once and failures >= ONCE_ATTEMPTS:
+                    return 1
                 self._sleep(delay, wake_r, listen=False)
                 continue
             if once:
@@ -244,12 +261,6 @@ class Scheduler:
             if wake is not None:
                 delay = min(delay, (wake - now).total_seconds() - (time.monotonic() - began))
             self._sleep(delay, wake_r, listen=True)
-        if self.listener is not None:
-            self.listener.drop()
-        signal.set_wakeup_fd(-1)
-        os.close(wake_r)
-        os.close(wake_w)
-        logger.info("event=scheduler_stopped scheduler=%s", self.name)
         return 0
 
     def _on_signal(self, signum: int, frame: object) -> None:

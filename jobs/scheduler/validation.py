@@ -34,8 +34,10 @@ class Checked:
     task: Task
 
 
-def configured_queues() -> list[str]:
-    return list(settings.TASKS["default"].get("QUEUES") or ["default"])
+def configured_queues() -> list[str] | None:
+    """The backend's queues; None when any name goes (an empty QUEUES, as in django.tasks)."""
+    queues = settings.TASKS["default"].get("QUEUES", ["default"])
+    return list(queues) or None
 
 
 def schedule_errors(schedule: Schedule) -> dict[str, list[str]]:
@@ -44,7 +46,7 @@ def schedule_errors(schedule: Schedule) -> dict[str, list[str]]:
     _check_timing(schedule, errors)
     _check_task(schedule, errors)
     queues = configured_queues()
-    if schedule.queue_name not in queues:
+    if queues is not None and schedule.queue_name not in queues:
         errors["queue_name"].append(
             f"unknown queue {schedule.queue_name!r}; configured queues: {', '.join(queues)}"
         )
@@ -68,13 +70,17 @@ def check(schedule: Schedule) -> Checked:
     """The schedule's timing and task, or InvalidSchedule naming every problem."""
     errors = schedule_errors(schedule)
     if errors:
-        problems = "; ".join(
-            f"{'cron/interval' if name == NON_FIELD_ERRORS else name}: {message}"
-            for name, messages in errors.items()
-            for message in messages
-        )
-        raise InvalidSchedule(problems)
+        raise InvalidSchedule(describe(errors))
     return Checked(timing=timing_of(schedule), task=resolve_task(schedule.task_path))
+
+
+def describe(errors: dict[str, list[str]]) -> str:
+    """The errors on one line: ``field: message; ...``."""
+    return "; ".join(
+        f"{'cron/interval' if name == NON_FIELD_ERRORS else name}: {message}"
+        for name, messages in errors.items()
+        for message in messages
+    )
 
 
 def timing_of(schedule: Schedule) -> Timing:

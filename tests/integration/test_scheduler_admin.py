@@ -144,3 +144,11 @@ def test_code_declared_schedules_only_let_the_console_change_enabled(admin_clien
     admin_client.post(change_url(prune), data)
     prune.refresh_from_db()
     assert (prune.enabled, prune.cron, prune.task_path) == (False, "17 3 * * *", "jobs.tasks.prune_jobs")
+
+
+def test_the_list_shows_why_a_schedule_is_skipped(admin_client: Client) -> None:
+    make_schedule("fine", cron="0 3 * * *")
+    broken = make_schedule("stale-task", cron="0 3 * * *")
+    Schedule.objects.filter(pk=broken.pk).update(task_path="tests.tasks.scheduled.removed_in_a_deploy")
+    page = admin_client.get(CHANGELIST).content.decode()
+    assert "task_path: task &#x27;tests.tasks.scheduled.removed_in_a_deploy&#x27; cannot be imported" in page

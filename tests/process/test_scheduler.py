@@ -220,3 +220,13 @@ def test_a_sleeping_scheduler_wakes_for_a_schedule_saved_meanwhile(
     assert time.monotonic() - saved_at < 5
     process.signal(signal.SIGTERM)
     assert process.proc.wait(timeout=10) == 0
+
+
+def test_once_fails_instead_of_hanging_when_the_database_is_unreachable(tmp_path: Path) -> None:
+    log = tmp_path / "unreachable.log"
+    with log.open("w") as out:
+        # Port 1 refuses connections at once.
+        env = subprocess_env(**ENV, DATABASE_URL="postgres://postgres@127.0.0.1:1/nowhere")
+        process = manage("runscheduler", "--once", env=env, stdout=out, stderr=subprocess.STDOUT)
+        assert process.wait(timeout=30) == 1
+    assert log.read_text().count("event=db_unavailable") == 5
