@@ -268,14 +268,16 @@ def _dump_payload(name: str, value: Any) -> str:
         text = json.dumps(value, allow_nan=False, separators=(",", ":"))
     except (TypeError, ValueError) as exc:
         raise InvalidPayload(f"{name} must be JSON-serializable: {exc}") from exc
-    _check_payload(name, value, has_nul="\\u0000" in text)
+    # json.dumps escapes NUL as \u0000 and surrogates as \udXXX: only then can a string
+    # be one PostgreSQL refuses (astral characters, escaped as surrogate pairs, are fine).
+    _check_payload(name, value, check_text="\\u0000" in text or "\\ud" in text)
     return text
 
 
-def _check_payload(name: str, value: list[Any] | dict[str, Any], *, has_nul: bool) -> None:
+def _check_payload(name: str, value: list[Any] | dict[str, Any], *, check_text: bool) -> None:
     """Refuse what json.dumps accepts but would hand the handler changed: object keys that
-    are not strings ({1: "a"} comes back as {"1": "a"}); and strings with a NUL character,
-    which jsonb cannot store (``has_nul``: the JSON text may contain one)."""
+    are not strings ({1: "a"} comes back as {"1": "a"}); and, with ``check_text``, strings
+    jsonb cannot store (a NUL character, a lone surrogate)."""
     stack: list[tuple[list[Any] | tuple[Any, ...] | dict[Any, Any], str]] = [(value, name)]
     while stack:
         container, where = stack.pop()
@@ -285,11 +287,22 @@ def _check_payload(name: str, value: list[Any] | dict[str, Any], *, has_nul: boo
                 raise InvalidPayload(f"{name} must be JSON: the key {key!r} at {where} is not a string")
             if isinstance(item, dict | list | tuple):
                 stack.append((item, f"{where}[{key!r}]"))
-            elif has_nul and isinstance(item, str) and "\x00" in item:
+            elif check_text and isinstance(item, str) and (problem := _unstorable(item)):
                 raise InvalidPayload(
-                    f"{name} must be JSON that PostgreSQL can store: NUL character in {where}[{key!r}]"
+                    f"{name} must be JSON that PostgreSQL can store: {problem} in {where}[{key!r}]"
                 )
-            if has_nul and is_object and "\x00" in key:
+            if check_text and is_object and (problem := _unstorable(key)):
                 raise InvalidPayload(
-                    f"{name} must be JSON that PostgreSQL can store: NUL character in a key at {where}"
+                    f"{name} must be JSON that PostgreSQL can store: {problem} in a key at {where}"
                 )
+
+
+def _unstorable(text: str) -> str:
+    """Why jsonb cannot store this string, or "" if it can."""
+    if "\x00" in text:
+        return "NUL character"
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return "lone surrogate"
+    return ""

@@ -363,6 +363,12 @@ def test_a_bad_call_in_a_batch_inserts_nothing() -> None:
             {"k": ["ok", {"x\x00": [1]}]},
             "kwargs must be JSON that PostgreSQL can store: NUL character in a key at kwargs['k'][1]",
         ),
+        (["ok", "caf\udce9"], {}, "args must be JSON that PostgreSQL can store: lone surrogate in args[1]"),
+        (
+            [],
+            {"caf\udce9": 1},
+            "kwargs must be JSON that PostgreSQL can store: lone surrogate in a key at kwargs",
+        ),
     ],
 )
 def test_arguments_that_are_not_json_are_refused(args: list, kwargs: dict, message: str) -> None:
@@ -374,8 +380,8 @@ def test_arguments_that_are_not_json_are_refused(args: list, kwargs: dict, messa
 
 
 @pytest.mark.django_db
-def test_text_that_only_looks_like_an_escaped_nul_is_accepted() -> None:
-    args = ["\\u0000 is a backslash and five letters", {"\\u0000": "\\\\u0000"}]
+def test_text_that_only_looks_like_an_escaped_nul_or_surrogate_is_accepted() -> None:
+    args = ["\\u0000 is a backslash and five letters, \\udce9 too", {"\\u0000": "\\\\u0000 😀"}]
     result = basic.add.enqueue(*args)
     assert Job.objects.get(id=result.id).args == args
 
