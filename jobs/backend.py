@@ -22,7 +22,7 @@ from django.utils.module_loading import import_string
 
 from . import store
 from .conf import MAX_LEASE_SECONDS, jobs_settings
-from .exceptions import InvalidPayload
+from .exceptions import BadTaskOptions, InvalidPayload
 from .models import Job
 from .retry import RetryPolicy
 from .states import TASK_STATUS, State
@@ -73,8 +73,23 @@ class JobTask(Task):
             backoff_base=conf.BACKOFF_BASE if self.backoff_base is None else self.backoff_base,
             backoff_cap=conf.BACKOFF_CAP if self.backoff_cap is None else self.backoff_cap,
             jitter=self.jitter,
-            non_retryable=tuple(import_string(e) if isinstance(e, str) else e for e in self.non_retryable),
+            non_retryable=tuple(self._exception_class(entry) for entry in self.non_retryable),
         )
+
+    def _exception_class(self, entry: type[BaseException] | str) -> type[BaseException]:
+        # Raised as a JobsError, so the worker sends the job to dead with this reason
+        # instead of crashing on it before (or while) deciding the job's outcome.
+        try:
+            found = import_string(entry) if isinstance(entry, str) else entry
+        except Exception as exc:
+            raise BadTaskOptions(
+                f"non_retryable of {self.module_path} names {entry!r}, which cannot be imported: {exc!r}"
+            ) from exc
+        if not (isinstance(found, type) and issubclass(found, BaseException)):
+            raise BadTaskOptions(
+                f"non_retryable of {self.module_path} names {entry!r}, which is not an exception class"
+            )
+        return found
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

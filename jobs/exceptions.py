@@ -43,6 +43,10 @@ class BadPayload(JobsError):
     """The stored arguments do not fit the task's signature or are not a list and a dict."""
 
 
+class BadTaskOptions(JobsError):
+    """A task's options cannot be applied: a non_retryable entry is not an exception class."""
+
+
 class BadReturnValue(JobsError):
     """The handler returned a value that is not JSON."""
 

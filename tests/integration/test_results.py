@@ -190,6 +190,32 @@ def test_an_error_message_with_a_lone_surrogate_is_recorded() -> None:
 
 
 @pytest.mark.parametrize(
+    ("task", "message"),
+    [
+        (
+            engine.misconfigured,
+            "non_retryable of tests.tasks.engine.misconfigured names "
+            "'tests.tasks.engine.NoSuchError', which cannot be imported: ImportError(",
+        ),
+        (
+            engine.misconfigured_not_exception,
+            "non_retryable of tests.tasks.engine.misconfigured_not_exception names "
+            "'tests.tasks.engine.record_key', which is not an exception class",
+        ),
+    ],
+)
+def test_a_task_whose_options_cannot_be_applied_is_dead_with_the_reason(task, message: str) -> None:
+    result = task.enqueue()
+    good = basic.add.enqueue(1, 2)
+    factories.run_due(now=start())
+    job = Job.objects.get(id=result.id)
+    assert (job.state, job.attempt) == (State.DEAD, 1)
+    assert job.errors[0]["exception"] == "jobs.exceptions.BadTaskOptions"
+    assert job.last_error.startswith(message), job.last_error
+    assert Job.objects.get(id=good.id).state == State.SUCCEEDED
+
+
+@pytest.mark.parametrize(
     ("columns", "exception", "message"),
     [
         (

@@ -111,6 +111,7 @@ def test_rows_that_cannot_run_go_to_dead_and_the_worker_keeps_running(side_effec
         "NUL in error": engine.fail_with_nul.enqueue("nul"),
         "async": basic.async_add.enqueue(2, 3),
         "context": basic.report_attempt.enqueue(),
+        "bad options": engine.misconfigured.enqueue(),
     }
 
     output = finish(start_worker())
@@ -129,6 +130,11 @@ def test_rows_that_cannot_run_go_to_dead_and_the_worker_keeps_running(side_effec
     nul = Job.objects.get(id=odd["NUL in error"].id)
     assert (nul.state, nul.attempt, nul.last_error) == (State.QUEUED, 1, "bad byte \\x00 in the message")
     assert counts["nul"] == 1
+    misconfigured = Job.objects.get(id=odd["bad options"].id)
+    assert (misconfigured.state, misconfigured.errors[0]["exception"]) == (
+        State.DEAD,
+        "jobs.exceptions.BadTaskOptions",
+    )
     assert basic.async_add.get_result(odd["async"].id).return_value == 5
     assert basic.report_attempt.get_result(odd["context"].id).return_value == 1
     assert "event=executor_crashed" not in output

@@ -25,6 +25,17 @@ def fail_fatal() -> None:
     raise Fatal("configuration is wrong")
 
 
+@task(non_retryable=("tests.tasks.engine.NoSuchError",))
+def misconfigured() -> None:
+    """Names an exception class that does not exist."""
+
+
+@task(non_retryable=("tests.tasks.engine.record_key",))
+def misconfigured_not_exception() -> None:
+    """Names something that is not an exception class."""
+    raise RuntimeError("fails, so the policy is consulted")
+
+
 @task(max_attempts=2)
 def fail_with_nul(key: str | None = None) -> None:
     """Fails with a NUL byte in its message, which a jsonb column cannot hold as text."""
