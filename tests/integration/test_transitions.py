@@ -452,3 +452,22 @@ def test_a_reaped_job_waiting_for_retry_cannot_be_written_by_its_old_worker() ->
         assert record(job.worker_id, outcome) == set()
     assert release(job.worker_id) == []
     assert factories.row(job.id) == waiting
+
+
+# --- pruning ------------------------------------------------------------------------------------
+
+
+def test_prune_deletes_finished_jobs_past_their_states_retention_only() -> None:
+    old, recent = T0 - timedelta(days=10), T0 - timedelta(days=1)
+    gone = [factories.job(State.SUCCEEDED, now=old), factories.job(State.CANCELLED, now=old)]
+    kept = [
+        factories.job(State.SUCCEEDED, now=recent),
+        factories.job(State.DEAD, now=old),
+        factories.job(State.QUEUED, now=old),
+        factories.job(State.RUNNING, now=old),
+    ]
+    day = 86400.0
+    retention = {State.SUCCEEDED: 7 * day, State.DEAD: 30 * day, State.CANCELLED: 7 * day}
+    assert store.prune(retention=retention, now=T0, batch=1) == 2
+    assert set(Job.objects.values_list("id", flat=True)) == {j.id for j in kept}
+    assert not Job.objects.filter(id__in=[j.id for j in gone]).exists()
