@@ -31,7 +31,7 @@ from typing import Any
 from django.db import InterfaceError, OperationalError, connection
 
 from ..conf import JobsSettings
-from ..models import SCHEDULES_CHANNEL, Schedule
+from ..models import SCHEDULES_CHANNEL, FireOutcome, Schedule
 from ..worker.db import CONNECTION_ERRORS, Connection
 from .declared import sync_declared
 from .fire import advance, fire_slot, start_schedule
@@ -175,7 +175,8 @@ class Scheduler:
                 slot.isoformat(),
                 result.job_id or "-",
             )
-            fired.append(slot)
+            if result.outcome != FireOutcome.SKIPPED_OVERLAP:
+                fired.append(slot)
         advance(schedule, next_fire_at=decided.next_fire_at, last_fired_at=max(fired) if fired else None)
         return decided.next_fire_at
 
