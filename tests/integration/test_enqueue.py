@@ -95,6 +95,15 @@ def test_workers_are_woken_on_commit_only_and_only_for_due_jobs() -> None:
         basic.add.using(queue_name="email").enqueue(1, 2)
         assert woken() == ["email"]
 
+        backend: PostgresBackend = task_backends["default"]
+        later = basic.add.using(run_after=timezone.now() + timedelta(hours=1))
+        backend.bulk_enqueue([(later, [1, 2], {}), (later.using(queue_name="push"), [1, 2], {})])
+        assert woken() == []
+        email, push = basic.add.using(queue_name="email"), basic.add.using(queue_name="push")
+        backend.bulk_enqueue([(email, [1, 2], {}), (push, [1, 2], {}), (email, [3, 4], {})])
+        # One wake-up per queue that received due work.
+        assert sorted(n.payload for n in listener.notifies(timeout=0.3)) == ["email", "push"]
+
 
 # --- what enqueue stores --------------------------------------------------------------------
 
@@ -187,7 +196,7 @@ def test_a_dead_or_cancelled_holder_releases_the_key() -> None:
     assert not keyed.enqueue(1, 2).deduplicated
 
 
-def new_job(key: str, window: float | None) -> store.NewJob:
+def new_job(key: str | None, window: float | None) -> store.NewJob:
     return store.NewJob(
         id=uuid.uuid4(), task_path="tests.tasks.basic.noop", queue_name="default", priority=0,
         args="[]", kwargs="{}", run_at=None, max_attempts=3, timeout=None, lease_seconds=300.0,
@@ -196,12 +205,15 @@ def new_job(key: str, window: float | None) -> store.NewJob:
 
 
 @pytest.mark.django_db
-def test_a_dedupe_window_holds_the_key_only_that_long() -> None:
+@pytest.mark.parametrize("batch", [False, True], ids=["single-row insert", "bulk insert"])
+def test_a_dedupe_window_holds_the_key_only_that_long(batch: bool) -> None:
     t0 = timezone.now()
 
     def insert(at: datetime) -> tuple[uuid.UUID, bool]:
+        # With a keyless job beside it the row goes through the bulk statement.
+        jobs = [new_job("digest", 60), new_job(None, None)] if batch else [new_job("digest", 60)]
         with connection.cursor() as cursor:
-            return store.insert_jobs(cursor, [new_job("digest", 60)], now=at)[0]
+            return store.insert_jobs(cursor, jobs, now=at)[0]
 
     first, created = insert(t0)
     assert created

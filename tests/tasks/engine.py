@@ -36,7 +36,7 @@ def misconfigured_not_exception() -> None:
     raise RuntimeError("fails, so the policy is consulted")
 
 
-@task(max_attempts=2)
+@task(max_attempts=2, backoff_base=3600.0)
 def fail_with_nul(key: str | None = None) -> None:
     """Fails with a NUL byte in its message, which a jsonb column cannot hold as text."""
     if key is not None:
