@@ -67,6 +67,8 @@ def job(
     now = now or timezone.now()
     if attempt is None:
         attempt = {State.RUNNING: 1, State.SUCCEEDED: 1, State.DEAD: max_attempts}.get(state, 0)
+    if attempt < 1 and state in (State.RUNNING, State.SUCCEEDED):
+        raise ValueError(f"a {state} job has been claimed at least once: attempt >= 1")
     # Every attempt before the current one failed and left an error; a queued row with
     # attempts is waiting for a retry, and a dead row's last attempt failed too.
     failed = max(attempt - 1, 0) if state in (State.RUNNING, State.SUCCEEDED) else attempt
