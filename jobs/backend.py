@@ -18,6 +18,7 @@ from django.tasks import Task, TaskResult
 from django.tasks.backends.base import BaseTaskBackend
 from django.tasks.base import TaskError
 from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist
+from django.utils import timezone
 from django.utils.module_loading import import_string
 
 from . import store
@@ -217,7 +218,7 @@ class PostgresBackend(BaseTaskBackend):
             task=task,
             id=str(job_id),
             status=TASK_STATUS[State.QUEUED],
-            enqueued_at=None,
+            enqueued_at=timezone.now(),
             started_at=None,
             finished_at=None,
             last_attempted_at=None,
