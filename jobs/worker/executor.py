@@ -357,13 +357,39 @@ def _decode_payload(
 
 
 def _check_result(value: Any) -> Any:
-    if value is None or type(value) in (int, str, bool):
+    if value is None or type(value) in (int, bool):
         return value
-    try:
-        json.dumps(value, allow_nan=False)
-    except (TypeError, ValueError) as exc:
-        raise BadReturnValue(f"return value is not JSON: {exc}") from exc
+    if type(value) is not str:
+        try:
+            json.dumps(value, allow_nan=False)
+        except (TypeError, ValueError) as exc:
+            raise BadReturnValue(f"return value is not JSON: {exc}") from exc
+    problem = _unstorable_text(value)
+    if problem:
+        # It would fail the fenced write of the whole batch, not just this job.
+        raise BadReturnValue(f"return value cannot be stored as jsonb: {problem}")
     return value
+
+
+def _unstorable_text(value: Any) -> str:
+    """Why jsonb cannot hold this JSON value ("" if it can): text with U+0000 in it or a
+    lone surrogate, in a string or a key at any depth."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if "\x00" in item:
+                return "a string contains U+0000"
+            try:
+                item.encode("utf-8")
+            except UnicodeEncodeError:
+                return "a string contains a lone surrogate"
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+    return ""
 
 
 def _error(exc: BaseException) -> dict[str, Any]:

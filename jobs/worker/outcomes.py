@@ -17,8 +17,11 @@ import time
 import uuid
 from typing import Any
 
+import psycopg
+
 from .. import store
-from .db import Connection
+from ..exceptions import BadReturnValue
+from .db import CONNECTION_ERRORS, Connection
 
 logger = logging.getLogger("jobs.worker")
 
@@ -66,9 +69,7 @@ class OutcomeBuffer:
             if not outcomes:
                 return
             try:
-                changed = self.db.run(
-                    lambda c: store.record_outcomes(c, worker=self.token, outcomes=outcomes)
-                )
+                changed = self._write(outcomes)
             except BaseException:
                 with self.cond:
                     self.pending[:0] = outcomes
@@ -84,6 +85,33 @@ class OutcomeBuffer:
                         outcome["id"],
                         outcome["attempt"],
                     )
+
+    def _write(self, outcomes: list[dict[str, Any]]) -> set[uuid.UUID]:
+        try:
+            return self.db.run(lambda c: store.record_outcomes(c, worker=self.token, outcomes=outcomes))
+        except psycopg.Error as exc:
+            if isinstance(exc, CONNECTION_ERRORS):
+                raise
+            failure = exc
+        # The database refused the batch for what one outcome holds. Retried as is, it
+        # would fail forever and take the executor down with every job in hand: write
+        # them one by one, and an outcome that cannot be written at all as a dead job.
+        logger.warning("event=outcome_batch_refused count=%d error=%r", len(outcomes), str(failure).strip())
+        changed: set[uuid.UUID] = set()
+        for outcome in outcomes:
+            try:
+                changed |= self.db.run(
+                    lambda c, o=outcome: store.record_outcomes(c, worker=self.token, outcomes=[o])
+                )
+            except psycopg.Error as exc:
+                if isinstance(exc, CONNECTION_ERRORS):
+                    raise
+                changed |= self.db.run(
+                    lambda c, o=outcome, e=exc: store.record_outcomes(
+                        c, worker=self.token, outcomes=[_unstorable(o, e)]
+                    )
+                )
+        return changed
 
     def close(self) -> None:
         with self.cond:
@@ -114,3 +142,17 @@ class OutcomeBuffer:
                 # The loop flushes again at the end of the batch and reports what fails.
                 logger.exception("event=outcome_flush_failed")
                 time.sleep(RETRY_AFTER)
+
+
+def _unstorable(outcome: dict[str, Any], exc: Exception) -> dict[str, Any]:
+    message = f"the outcome of this attempt cannot be stored: {str(exc).strip()}"
+    return {
+        "id": outcome["id"],
+        "attempt": outcome["attempt"],
+        "state": "dead",
+        "error": {
+            "exception": f"{BadReturnValue.__module__}.{BadReturnValue.__qualname__}",
+            "message": message,
+            "traceback": "",
+        },
+    }

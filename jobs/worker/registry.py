@@ -54,8 +54,7 @@ def unregister(cursor: Any, worker: Supervisor) -> None:
 def expire(cursor: Any, *, now: datetime | None = None) -> int:
     """Delete the rows of workers that stopped beating without unregistering."""
     cursor.execute(
-        "DELETE FROM jobs_worker "
-        "WHERE last_heartbeat_at < coalesce(%s, now()) - %s * interval '1 second'",
+        "DELETE FROM jobs_worker WHERE last_heartbeat_at < coalesce(%s, now()) - %s * interval '1 second'",
         [now, EXPIRE_AFTER_SECONDS],
     )
     return cursor.rowcount

@@ -4,11 +4,16 @@ worker keeps running and other jobs keep flowing."""
 
 from __future__ import annotations
 
+import threading
 import uuid
 from pathlib import Path
 
 import pytest
+from django.db import transaction
 
+from jobs import store
+from jobs.worker.db import Connection
+from jobs.worker.outcomes import OutcomeBuffer
 from tests.conftest import side_effect_counts
 from tests.process.resilience_support import all_in_state, job, running_worker, wait_until
 from tests.tasks import basic, resilience
@@ -77,3 +82,42 @@ def test_handler_that_kills_its_process_ends_dead_and_others_complete(tmp_path: 
     # and ran once.
     assert all(counts[f"other-{i}"] == 1 for i in range(20))
     assert [job(i).attempt for i in others] == [1] * len(others)
+
+
+def test_unstorable_return_value_ends_dead_without_taking_its_batch_down(tmp_path: Path) -> None:
+    with running_worker(tmp_path, "--concurrency", "1") as worker:
+        basic.record.enqueue("warm-up")
+        wait_until(lambda: side_effect_counts().get("warm-up"))
+        # One claim: the bad job between good ones.
+        calls = [((f"before-{i}",), {}) for i in range(5)]
+        with transaction.atomic():
+            before = _ids(basic.record.enqueue_many(calls))
+            bad = resilience.return_unstorable.enqueue("bad").id
+            after = _ids(basic.record.enqueue_many([((f"after-{i}",), {}) for i in range(5)]))
+        wait_until(lambda: all_in_state([*before, *after], "succeeded"))
+        wait_until(lambda: job(bad).state == "dead")
+        assert worker.proc.poll() is None
+
+    dead = job(bad)
+    assert (dead.attempt, dead.errors[0]["exception"]) == (1, "jobs.exceptions.BadReturnValue")
+    assert "U+0000" in dead.last_error
+    assert set(side_effect_counts().values()) == {1}
+    assert "event=executor_lost" not in worker.log()
+
+
+def test_outcome_the_database_refuses_is_recorded_dead_and_the_rest_written(transactional_db: None) -> None:
+    # Whatever slips past the executor's checks: the batch is written one by one.
+    token = uuid.uuid4()
+    ids = _ids(basic.add.enqueue_many([((i, i), {}) for i in range(3)]))
+    db = Connection("default", name="test-outcomes")
+    try:
+        store.claim(db.ensure(), worker=token, queues=["default"], limit=3)
+        outcomes = OutcomeBuffer(db, token=token, db_lock=threading.Lock())
+        for position, job_id in enumerate(ids):
+            result = "\x00" if position == 1 else position * 2
+            outcomes.add({"id": str(job_id), "attempt": 1, "state": "succeeded", "result": result})
+        outcomes.flush()
+    finally:
+        db.drop()
+    assert [job(i).state for i in ids] == ["succeeded", "dead", "succeeded"]
+    assert "cannot be stored" in job(ids[1]).last_error

@@ -98,3 +98,10 @@ def exit_abruptly(key: str) -> None:
 def kill_own_process(key: str) -> None:
     _record(key)
     os.kill(os.getpid(), signal.SIGKILL)
+
+
+@task
+def return_unstorable(key: str) -> str:
+    """Returns text that JSON allows and jsonb does not."""
+    _record(key)
+    return "NUL \x00 here"
