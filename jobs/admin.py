@@ -3,6 +3,7 @@
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
+from django.utils.html import format_html, format_html_join
 
 from . import store
 from .exceptions import JobsError
@@ -26,12 +27,55 @@ class JobAdmin(admin.ModelAdmin):
     ordering = ("-created_at",)
     show_full_result_count = False
     actions = ("replay_jobs", "cancel_jobs", "run_jobs_now")
+    fieldsets = (
+        (None, {"fields": ("id", "task_path", "queue_name", "priority", "state", "trace_id", "dedupe_key")}),
+        ("Attempts", {"fields": ("attempt", "max_attempts", "last_error", "attempt_history")}),
+        (
+            "Timing",
+            {
+                "fields": (
+                    "created_at",
+                    "run_at",
+                    "started_at",
+                    "last_attempted_at",
+                    "finished_at",
+                    "lease_expires_at",
+                    "worker_id",
+                    "timeout",
+                    "lease_seconds",
+                )
+            },
+        ),
+        ("Payload and result", {"fields": ("args", "kwargs", "result")}),
+    )
+    readonly_fields = ("attempt_history",)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 
     def has_change_permission(self, request: HttpRequest, obj: Job | None = None) -> bool:
         return False
+
+    @admin.display(description="Attempt history")
+    def attempt_history(self, job: Job) -> str:
+        if not job.errors:
+            return "-"
+        return format_html_join(
+            "",
+            "<div class='attempt'><p><strong>Attempt {}</strong> at {} on worker {}: {} &mdash; {}</p>"
+            "<pre>{}</pre></div>",
+            (
+                (
+                    error.get("attempt", "?"),
+                    error.get("at", "?"),
+                    error.get("worker", "?"),
+                    error.get("exception", ""),
+                    error.get("message", ""),
+                    error.get("traceback", ""),
+                )
+                for error in job.errors
+            ),
+        ) or format_html("-")
 
     def _apply(self, request: HttpRequest, queryset: QuerySet[Job], action: str, verb: str) -> None:
         done, refused = 0, []
@@ -76,4 +120,6 @@ class WorkerAdmin(admin.ModelAdmin):
 
     def has_change_permission(self, request: HttpRequest, obj: Worker | None = None) -> bool:
         return False
+
+
 from .scheduler import admin as schedule_admin  # noqa: E402, F401

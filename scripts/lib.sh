@@ -76,3 +76,13 @@ with admin:
         admin.execute(f'CREATE DATABASE "{db["NAME"]}"')
 PY
 }
+
+# The browser tests drive Debian's Chromium (Playwright cannot download its own here).
+ensure_chromium() {
+  if command -v chromium >/dev/null 2>&1; then return 0; fi
+  echo "==> installing chromium (for the browser tests)"
+  local sudo=""
+  if [ "$(id -u)" != 0 ]; then sudo="sudo"; fi
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq chromium >/dev/null
+}

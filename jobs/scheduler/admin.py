@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from django import forms
 from django.contrib import admin, messages
-from django.db import connection
+from django.db import connection, models
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils.html import format_html_join
@@ -69,6 +70,8 @@ class ScheduleAdmin(admin.ModelAdmin):
     actions = ("enable_schedules", "disable_schedules", "run_schedules_now")
     fieldsets = tuple((title, {"fields": names}) for title, names in _SECTIONS)
     readonly_fields = ("next_five", "source", "next_fire", "last_fired", "recent_fires", "revision")
+    # Names, paths, expressions and zones are one line each.
+    formfield_overrides = {models.TextField: {"widget": forms.TextInput(attrs={"size": 60})}}
 
     def get_readonly_fields(self, request: HttpRequest, obj: Schedule | None = None) -> list[str]:
         if obj is not None and obj.source == ScheduleSource.CODE:

@@ -1,0 +1,75 @@
+"""The console in a real browser: schedules (validation errors on the form, the preview of
+the next fire times) and jobs (a dead job's error, replay)."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from django.db import connection
+from playwright.sync_api import expect
+
+from jobs import store
+from jobs.models import Job, Schedule
+from jobs.states import State
+from tests.tasks import basic
+
+pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
+
+
+def test_a_bad_cron_expression_is_shown_on_the_form_and_nothing_is_saved(admin_page, live_server) -> None:  # type: ignore[no-untyped-def]
+    page = admin_page
+    page.goto(f"{live_server.url}/admin/jobs/schedule/add/")
+    page.fill("#id_name", "nightly report")
+    page.fill("#id_task_path", "tests.tasks.basic.noop")
+    page.fill("#id_cron", "61 25 * * *")
+    page.click("input[name=_save]")
+    expect(page.locator(".field-cron .errorlist")).to_contain_text("invalid cron expression")
+    assert not Schedule.objects.filter(name="nightly report").exists()
+
+    page.fill("#id_cron", "30 1 * * *")
+    page.fill("#id_time_zone", "Asia/Jakarta")
+    page.click("input[name=_continue]")
+    expect(page.locator(".messagelist")).to_contain_text("was added successfully")
+    schedule = Schedule.objects.get(name="nightly report")
+    assert schedule.cron == "30 1 * * *"
+    # The change page previews the next five fire times in the schedule's zone.
+    expect(page.locator(".field-next_five")).to_contain_text("01:30")
+    assert page.locator(".field-next_five").inner_text().count("01:30") == 5
+
+
+def test_a_dead_job_shows_its_error_and_can_be_replayed(admin_page, live_server) -> None:  # type: ignore[no-untyped-def]
+    page = admin_page
+    result = basic.fail_always.enqueue("mail server said 550")
+    token = uuid.uuid4()
+    with connection.cursor() as cursor:
+        store.claim(cursor, worker=token, queues=["default"], limit=1)
+        store.record_outcomes(
+            cursor,
+            worker=token,
+            outcomes=[
+                {
+                    "id": result.id,
+                    "attempt": 1,
+                    "state": "dead",
+                    "error": {
+                        "exception": "builtins.RuntimeError",
+                        "message": "mail server said 550",
+                        "traceback": "Traceback (most recent call last):\nRuntimeError: mail server said 550",
+                    },
+                }
+            ],
+        )
+    page.goto(f"{live_server.url}/admin/jobs/job/?state__exact=dead")
+    assert "tests.tasks.basic.fail_always" in page.locator("#result_list").inner_text()
+    page.click(f"#result_list a[href*='{result.id}']")
+    history = page.locator(".field-attempt_history")
+    expect(history).to_contain_text("Attempt 1")
+    expect(history).to_contain_text("RuntimeError: mail server said 550")
+
+    page.goto(f"{live_server.url}/admin/jobs/job/?state__exact=dead")
+    page.check(f"input[name=_selected_action][value='{result.id}']")
+    page.select_option("select[name=action]", "replay_jobs")
+    page.click("button[name=index]")
+    expect(page.locator(".messagelist")).to_contain_text("Replayed 1 job(s).")
+    assert Job.objects.get(id=result.id).state == State.QUEUED
