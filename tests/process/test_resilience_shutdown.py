@@ -82,6 +82,18 @@ def test_job_running_past_the_shutdown_timeout_goes_back_without_using_an_attemp
     assert side_effect_counts() == {"warm-up": 1, "quick": 1, "hanging:start": 1}
 
 
+def test_given_back_job_keeps_the_attempts_it_had_used(tmp_path: Path) -> None:
+    with running_worker(tmp_path, "--concurrency", "1", "--shutdown-timeout", "0.3") as worker:
+        retried = resilience.fail_once_then_hang.enqueue("retried").id
+        wait_until(lambda: side_effect_counts().get("retried:2"))
+        worker.signal(signal.SIGTERM)
+        assert worker.wait() == 0
+
+    back = job(retried)
+    assert (back.state, back.attempt, len(back.worker_ids), len(back.errors)) == ("queued", 1, 1, 1)
+    assert back.last_error == "first attempt fails"
+
+
 def test_second_signal_exits_at_once(tmp_path: Path) -> None:
     with running_worker(tmp_path, "--concurrency", "2", "--shutdown-timeout", "60") as worker:
         hanging = resilience.hang_on_first_attempt.enqueue("hanging").id

@@ -49,6 +49,15 @@ def hang_on_first_attempt(context: TaskContext, key: str) -> int:
     return context.attempt
 
 
+@task(takes_context=True)
+def fail_once_then_hang(context: TaskContext, key: str) -> None:
+    """Fails its first attempt and hangs in its second."""
+    _record(f"{key}:{context.attempt}")
+    if context.attempt == 1:
+        raise RuntimeError("first attempt fails")
+    time.sleep(60)
+
+
 @task(lease_seconds=1.0)
 def outlive_lease(key: str, seconds: float) -> None:
     """Runs several times longer than its one-second lease."""
