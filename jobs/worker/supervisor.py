@@ -42,6 +42,7 @@ from .slots import Running, SlotTable
 logger = logging.getLogger("jobs.worker")
 
 TICK = 0.05
+HANDLED_SIGNALS = {signal.SIGTERM, signal.SIGINT, signal.SIGCHLD}
 # The registry row and the leases are refreshed at least this often.
 MAX_HEARTBEAT_INTERVAL = 10.0
 # How long an exiting supervisor keeps trying to settle its lost executors' jobs; after
@@ -154,11 +155,19 @@ class Supervisor:
         # leaves through os._exit so nothing is closed on the supervisor's behalf.
         connections.close_all()
         supervisor_pid = os.getpid()
+        self.slots.clear(index)
+        # Until the child has its own handlers, a signal must not run the supervisor's
+        # (it would signal the child's siblings); the parent must not miss one either.
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, HANDLED_SIGNALS)
         pid = os.fork()
         if pid == 0:
             code = 1
             try:
                 signal.set_wakeup_fd(-1)
+                for signum in HANDLED_SIGNALS:
+                    signal.signal(signum, signal.SIG_DFL)
+                signal.signal(signal.SIGINT, signal.SIG_IGN)
+                signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
                 code = Executor(
                     self.config, index=index, token=token, slots=self.slots, supervisor_pid=supervisor_pid
                 ).run()
@@ -167,8 +176,11 @@ class Supervisor:
             finally:
                 logging.shutdown()
                 os._exit(code)
-        self.slots.clear(index)
         self.children[pid] = Child(index=index, pid=pid, token=token)
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+        if self.shutdown_deadline is not None:
+            # Forked as the shutdown began: it stops at once, having claimed nothing.
+            _signal(pid, signal.SIGTERM)
 
     # --- executors ----------------------------------------------------------------
 
