@@ -114,3 +114,10 @@ def return_unstorable(key: str) -> str:
     """Returns text that JSON allows and jsonb does not."""
     _record(key)
     return "NUL \x00 here"
+
+
+@task(max_attempts=100, backoff_base=0.1, backoff_cap=0.5)
+def record_patiently(key: str, seconds: float) -> None:
+    """Records a side effect; retried for long enough to outlast a database outage."""
+    time.sleep(seconds)
+    _record(key)
