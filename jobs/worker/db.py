@@ -23,9 +23,8 @@ T = TypeVar("T")
 CONNECTION_ERRORS = (psycopg.OperationalError, psycopg.InterfaceError)
 
 
-def connect(
-    database: str = "default", *, application_name: str = "jobs", connect_timeout: int = 5
-) -> psycopg.Connection:
+def connect(database: str = "default", *, application_name: str = "jobs", **libpq: Any) -> psycopg.Connection:
+    """An autocommit connection; ``libpq`` parameters override the defaults below."""
     db = settings.DATABASES[database]
     params: dict[str, Any] = {
         "dbname": db["NAME"],
@@ -34,7 +33,7 @@ def connect(
         "host": db.get("HOST") or None,
         "port": db.get("PORT") or None,
         "application_name": application_name,
-        "connect_timeout": connect_timeout,
+        "connect_timeout": 5,
         # Dead peers are noticed by TCP keepalives rather than by a hung statement.
         "keepalives": 1,
         "keepalives_idle": 10,
@@ -42,6 +41,7 @@ def connect(
         "keepalives_count": 3,
     }
     params.update(db.get("OPTIONS", {}))
+    params.update(libpq)
     params = {k: v for k, v in params.items() if v is not None and k not in ("pool",)}
     return psycopg.connect(autocommit=True, **params)
 
@@ -56,13 +56,13 @@ class Connection:
         name: str,
         on_connect: Callable[[psycopg.Connection], None] | None = None,
         should_stop: Callable[[], bool] = lambda: False,
-        connect_timeout: int = 5,
+        libpq: dict[str, Any] | None = None,
     ) -> None:
         self.database = database
         self.name = name
         self.on_connect = on_connect
         self.should_stop = should_stop
-        self.connect_timeout = connect_timeout
+        self.libpq = libpq or {}
         self.conn: psycopg.Connection | None = None
         self.cursor: psycopg.Cursor[Any] | None = None
         self.failures = 0
@@ -72,9 +72,7 @@ class Connection:
         until the database answers, else raise at the first failure."""
         while self.cursor is None:
             try:
-                conn = self.conn = connect(
-                    self.database, application_name=self.name, connect_timeout=self.connect_timeout
-                )
+                conn = self.conn = connect(self.database, application_name=self.name, **self.libpq)
                 if self.on_connect:
                     self.on_connect(conn)
                 self.cursor = conn.cursor()

@@ -43,6 +43,17 @@ logger = logging.getLogger("jobs.worker")
 
 TICK = 0.05
 HANDLED_SIGNALS = {signal.SIGTERM, signal.SIGINT, signal.SIGCHLD}
+# The housekeeping connection gives up within about two seconds on a database that does
+# not answer at all (a partition, a dead host): libpq's shortest connect timeout, and
+# unacknowledged writes or a silent peer end the connection. Refused connections and
+# errors fail at once. Meanwhile executors are neither watched nor timed out.
+FAIL_FAST_LIBPQ = {
+    "connect_timeout": 2,
+    "tcp_user_timeout": 2000,
+    "keepalives_idle": 1,
+    "keepalives_interval": 1,
+    "keepalives_count": 2,
+}
 # The registry row and the leases are refreshed at least this often.
 MAX_HEARTBEAT_INTERVAL = 10.0
 # How long an exiting supervisor keeps trying to settle its lost executors' jobs; after
@@ -72,9 +83,8 @@ class Supervisor:
 
     def __post_init__(self) -> None:
         self.slots = SlotTable(self.config.concurrency)
-        # libpq's shortest connect timeout is 2 s.
         self.db = Connection(
-            self.config.database, name="jobs-supervisor", on_connect=_fail_fast, connect_timeout=2
+            self.config.database, name="jobs-supervisor", on_connect=_fail_fast, libpq=FAIL_FAST_LIBPQ
         )
         self.last_heartbeat = -float("inf")
         self.next_reap = time.monotonic() + random.uniform(0, min(5.0, self.config.reaper_interval))
@@ -320,8 +330,8 @@ class Supervisor:
 
 
 def _fail_fast(conn: psycopg.Connection) -> None:
-    """Housekeeping must never hold up supervising: a statement that waits for a lock or
-    runs long gives up, and the next tick tries again."""
+    """Housekeeping must not hold up supervising: a statement that waits for a lock or
+    runs long gives up, and the next tick tries again (see FAIL_FAST_LIBPQ)."""
     conn.execute("SET statement_timeout = '2s'")
     conn.execute("SET lock_timeout = '500ms'")
 
