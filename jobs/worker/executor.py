@@ -11,14 +11,12 @@ autocommit (5).
 from __future__ import annotations
 
 import inspect
-import json
 import logging
 import os
 import select
 import signal
 import threading
 import time
-import traceback
 import uuid
 from dataclasses import replace
 from typing import Any
@@ -29,16 +27,12 @@ from django.tasks import Task, TaskContext, TaskResult, TaskResultStatus
 from .. import store
 from ..backend import JobTask, resolve_task
 from ..conf import jobs_settings
-from ..exceptions import (
-    BadPayload,
-    BadReturnValue,
-    JobsError,
-    SoftTimeLimitExceeded,
-)
+from ..exceptions import JobsError, SoftTimeLimitExceeded
 from ..retry import RetryPolicy, decide
 from .config import WorkerConfig
 from .db import CONNECTION_ERRORS, Connection
 from .outcomes import OutcomeBuffer
+from .payloads import check_result, decode_payload, error_record
 from .slots import SlotTable
 
 logger = logging.getLogger("jobs.worker")
@@ -46,9 +40,6 @@ logger = logging.getLogger("jobs.worker")
 EXIT_OK = 0
 # Asked to exit after --max-jobs-per-child jobs: the supervisor starts a fresh one.
 EXIT_RECYCLE = 3
-
-TRACEBACK_LIMIT = 16_000
-MESSAGE_LIMIT = 2_000
 
 
 class Executor:
@@ -221,10 +212,10 @@ class Executor:
         outcome: dict[str, Any] = {"id": str(job_id), "attempt": attempt}
         try:
             task, policy, signature = self._resolve(task_path)
-            args, kwargs = _decode_payload(args, kwargs, signature, task.takes_context)
+            args, kwargs = decode_payload(args, kwargs, signature, task.takes_context)
         except JobsError as exc:
             # The row cannot run at all: retrying would fail the same way.
-            outcome.update(state="dead", error=_error(exc))
+            outcome.update(state="dead", error=error_record(exc))
             self._log(row, started, "dead", exc)
             return outcome
         policy = replace(policy, max_attempts=max_attempts)
@@ -243,11 +234,11 @@ class Executor:
                 value = self._call(task, soft, context, *args, **kwargs)
             else:
                 value = self._call(task, soft, *args, **kwargs)
-            outcome.update(state="succeeded", result=_check_result(value))
+            outcome.update(state="succeeded", result=check_result(value))
             self._log(row, started, "succeeded")
         except BaseException as exc:  # noqa: BLE001 - every failure is the job's outcome
             decision = decide(exc, attempt=attempt, policy=policy)
-            outcome.update(state=decision.state, delay=decision.delay, error=_error(exc))
+            outcome.update(state=decision.state, delay=decision.delay, error=error_record(exc))
             if decision.refund:
                 outcome["refund"] = 1
                 outcome.pop("error")
@@ -329,76 +320,6 @@ def _default_policy() -> RetryPolicy:
     return RetryPolicy(
         max_attempts=conf.DEFAULT_MAX_ATTEMPTS, backoff_base=conf.BACKOFF_BASE, backoff_cap=conf.BACKOFF_CAP
     )
-
-
-def _decode_payload(
-    args: Any, kwargs: Any, signature: inspect.Signature, takes_context: bool
-) -> tuple[list[Any], dict[str, Any]]:
-    try:
-        if isinstance(args, str):
-            args = json.loads(args)
-        if isinstance(kwargs, str):
-            kwargs = json.loads(kwargs)
-    except ValueError as exc:
-        raise BadPayload(f"payload is not JSON: {exc}") from exc
-    if not isinstance(args, list) or not isinstance(kwargs, dict):
-        raise BadPayload(
-            f"payload must be a list of args and a dict of kwargs, got "
-            f"{type(args).__name__} and {type(kwargs).__name__}"
-        )
-    try:
-        if takes_context:
-            signature.bind(None, *args, **kwargs)
-        else:
-            signature.bind(*args, **kwargs)
-    except TypeError as exc:
-        raise BadPayload(f"payload does not fit the task's signature: {exc}") from exc
-    return args, kwargs
-
-
-def _check_result(value: Any) -> Any:
-    if value is None or type(value) in (int, bool):
-        return value
-    if type(value) is not str:
-        try:
-            json.dumps(value, allow_nan=False)
-        except (TypeError, ValueError) as exc:
-            raise BadReturnValue(f"return value is not JSON: {exc}") from exc
-    problem = _unstorable_text(value)
-    if problem:
-        # It would fail the fenced write of the whole batch, not just this job.
-        raise BadReturnValue(f"return value cannot be stored as jsonb: {problem}")
-    return value
-
-
-def _unstorable_text(value: Any) -> str:
-    """Why jsonb cannot hold this JSON value ("" if it can): text with U+0000 in it or a
-    lone surrogate, in a string or a key at any depth."""
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, str):
-            if "\x00" in item:
-                return "a string contains U+0000"
-            try:
-                item.encode("utf-8")
-            except UnicodeEncodeError:
-                return "a string contains a lone surrogate"
-        elif isinstance(item, dict):
-            stack.extend(item.keys())
-            stack.extend(item.values())
-        elif isinstance(item, list | tuple):
-            stack.extend(item)
-    return ""
-
-
-def _error(exc: BaseException) -> dict[str, Any]:
-    kind = type(exc)
-    return {
-        "exception": f"{kind.__module__}.{kind.__qualname__}",
-        "message": str(exc)[:MESSAGE_LIMIT] or kind.__name__,
-        "traceback": "".join(traceback.format_exception(exc))[-TRACEBACK_LIMIT:],
-    }
 
 
 def _die_with_parent(supervisor_pid: int | None) -> None:

@@ -36,7 +36,8 @@ from ..retry import RetryPolicy, decide
 from . import registry
 from .config import WorkerConfig
 from .db import CONNECTION_ERRORS, Connection
-from .executor import EXIT_OK, EXIT_RECYCLE, Executor, _error
+from .executor import EXIT_OK, EXIT_RECYCLE, Executor
+from .payloads import error_record
 from .slots import Running, SlotTable
 
 logger = logging.getLogger("jobs.worker")
@@ -365,7 +366,7 @@ class Settlement:
             "attempt": attempt,
             "state": decision.state,
             "delay": decision.delay,
-            "error": _error(error),
+            "error": error_record(error),
         }
         changed = store.record_outcomes(cursor, worker=self.token, outcomes=[outcome])
         logger.warning(
