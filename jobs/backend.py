@@ -55,7 +55,7 @@ class JobTask(Task):
     dedupe_window: float | None = None
     trace_id: str | None = None
 
-    def using(self, **changes: Any) -> JobTask:  # type: ignore[override]
+    def using(self, **changes: Any) -> JobTask:
         """Django's ``using`` plus this queue's options, e.g. ``using(dedupe_key=...)``."""
         own = {k: changes.pop(k) for k in list(changes) if k in JOB_OPTIONS}
         # Not super(): @dataclass(slots=True) builds a new class, and the zero-argument
@@ -65,7 +65,7 @@ class JobTask(Task):
 
     def enqueue_many(self, calls: Iterable[tuple[Sequence[Any], dict[str, Any]]]) -> list[JobResult]:
         """Enqueue one job per (args, kwargs) pair in a single statement."""
-        return self.get_backend().bulk_enqueue((self, args, kwargs) for args, kwargs in calls)
+        return enqueue_many(self, calls)
 
     def retry_policy(self) -> RetryPolicy:
         conf = jobs_settings()
@@ -94,7 +94,7 @@ class JobTask(Task):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class JobResult(TaskResult):
+class JobResult(TaskResult):  # type: ignore[misc]  # frozen at run time, not in the stubs
     """A TaskResult that also tells whether enqueue found an existing job by dedupe key."""
 
     deduplicated: bool = False
@@ -207,7 +207,7 @@ class PostgresBackend(BaseTaskBackend):
             if created:
                 results.append(self._fresh_result(task, job_id, args, kwargs))
             else:
-                existing = self.get_result(job_id)
+                existing = self.get_result(str(job_id))
                 results.append(replace(existing, deduplicated=True))
         return results
 
@@ -264,6 +264,14 @@ class PostgresBackend(BaseTaskBackend):
         return result
 
 
+def enqueue_many(task: Task, calls: Iterable[tuple[Sequence[Any], dict[str, Any]]]) -> list[JobResult]:
+    """Enqueue one job of ``task`` per (args, kwargs) pair, in one statement."""
+    backend = task.get_backend()
+    if not isinstance(backend, PostgresBackend):
+        raise InvalidTask(f"bulk enqueue needs the Postgres backend, not {type(backend).__name__}")
+    return backend.bulk_enqueue((task, args, kwargs) for args, kwargs in calls)
+
+
 def resolve_task(task_path: str) -> Task:
     """The Task object a job names, or UnknownTask with the reason."""
     from .exceptions import UnknownTask
@@ -298,7 +306,10 @@ def _check_payload(name: str, value: list[Any] | dict[str, Any], *, check_text: 
     while stack:
         container, where = stack.pop()
         is_object = isinstance(container, dict)
-        for key, item in container.items() if is_object else enumerate(container):
+        pairs: Iterable[tuple[Any, Any]] = (
+            container.items() if isinstance(container, dict) else enumerate(container)
+        )
+        for key, item in pairs:
             if is_object and not isinstance(key, str):
                 raise InvalidPayload(f"{name} must be JSON: the key {key!r} at {where} is not a string")
             if isinstance(item, dict | list | tuple):

@@ -14,12 +14,15 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from django.conf import settings
 from django.db import connection
 from django.tasks import task
+
+from .backend import enqueue_many
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -77,10 +80,10 @@ def measure_single_enqueue(count: int) -> float:
 
 def measure_bulk_enqueue(count: int, batch: int) -> float:
     _truncate()
-    calls = [((), {})] * batch
+    calls: list[tuple[tuple[()], dict[str, object]]] = [((), {})] * batch
     started = time.perf_counter()
     for _ in range(count // batch):
-        noop.enqueue_many(calls)
+        enqueue_many(noop, calls)
     return (count // batch) * batch / (time.perf_counter() - started)
 
 
@@ -88,7 +91,7 @@ def measure_drain(count: int, concurrency: int) -> tuple[float, float]:
     """(jobs/s from first claim to last outcome in the database, jobs/s wall incl. start)."""
     _truncate()
     for _ in range(count // 10_000 + 1):
-        noop.enqueue_many([((), {})] * min(10_000, count))
+        enqueue_many(noop, [((), {})] * min(10_000, count))
     with connection.cursor() as cursor:
         cursor.execute("DELETE FROM jobs_job WHERE id IN (SELECT id FROM jobs_job OFFSET %s)", [count])
         cursor.execute("ANALYZE jobs_job")
@@ -124,7 +127,7 @@ def measure_pickup(samples: int) -> list[float]:
         for _ in range(samples):
             before = time.time()
             result = stamp.enqueue()
-            _wait_for(lambda r=result: _finished(r.id), 15)
+            _wait_for(partial(_finished, result.id), 15)
             result.refresh()
             latencies.append((result.return_value - before) * 1000)
             time.sleep(0.02)

@@ -23,10 +23,12 @@ from django.conf import settings
 from django.db import connection
 from django.tasks import task
 
+from .backend import enqueue_many
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
-@task(max_attempts=25, backoff_base=0.2, backoff_cap=2.0)
+@task(max_attempts=25, backoff_base=0.2, backoff_cap=2.0)  # type: ignore[call-overload]
 def chaos_work(key: str, millis: int) -> None:
     time.sleep(millis / 1000)
     with connection.cursor() as cursor:
@@ -77,9 +79,11 @@ class Drill:
             cursor.execute("TRUNCATE jobs_job, jobs_worker")
             cursor.execute("CREATE TABLE IF NOT EXISTS chaos_effects (key text NOT NULL)")
             cursor.execute("TRUNCATE chaos_effects")
-        calls = [((f"k{i}", random.randint(5, 60)), {}) for i in range(self.jobs)]
+        calls: list[tuple[tuple[str, int], dict[str, object]]] = [
+            ((f"k{i}", random.randint(5, 60)), {}) for i in range(self.jobs)
+        ]
         for start in range(0, len(calls), 5000):
-            chaos_work.enqueue_many(calls[start : start + 5000])
+            enqueue_many(chaos_work, calls[start : start + 5000])
 
     def kill_one(self) -> None:
         victim = random.choice(self.procs)

@@ -212,8 +212,8 @@ def release(
     cursor: Any,
     *,
     worker: uuid.UUID,
-    ids: Iterable[uuid.UUID] | None = None,
-    keep: Iterable[uuid.UUID] = (),
+    ids: Iterable[uuid.UUID | str] | None = None,
+    keep: Iterable[uuid.UUID | str] = (),
 ) -> list[uuid.UUID]:
     """Give running jobs back to the queue without using an attempt (shutdown, a lost
     executor's unstarted jobs). ``ids=None`` releases all of the token's jobs but ``keep``.

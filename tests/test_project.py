@@ -21,3 +21,13 @@ def test_migrations_are_complete(db: None) -> None:
         text=True,
     )
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_mypy_is_clean() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "mypy", "jobs", "config", "accounts", "notifications"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr

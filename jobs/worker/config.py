@@ -26,6 +26,8 @@ def parse_queues(spec: str, *, known: set[str] | None = None) -> tuple[tuple[str
             continue
         name, _, weight_text = part.partition(":")
         name = name.strip()
+        if not name:
+            raise QueueSpecError(f"empty queue name in {part!r}")
         try:
             weight = int(weight_text) if weight_text else 1
         except ValueError:

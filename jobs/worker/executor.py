@@ -19,9 +19,10 @@ import threading
 import time
 import uuid
 from dataclasses import replace
+from functools import partial
 from typing import Any
 
-from django.db import close_old_connections
+from django.db import close_old_connections, connections
 from django.tasks import Task, TaskContext, TaskResult, TaskResultStatus
 
 from .. import store
@@ -117,6 +118,7 @@ class Executor:
 
     def run(self) -> int:
         self._install_signals()
+        _keep_django_connections()
         self.outcomes.start()
         try:
             while not self.stopping:
@@ -182,7 +184,7 @@ class Executor:
                     unstarted = [r[0] for r in rows[position:]]
                     self.flush()
                     with self.db_lock:
-                        self.db.run(lambda c, ids=unstarted: store.release(c, worker=self.token, ids=ids))
+                        self.db.run(partial(store.release, worker=self.token, ids=unstarted))
                     logger.info("event=released count=%d reason=shutdown", len(unstarted))
                     return
                 if row[6] is not None or row[4] > 1:
@@ -230,7 +232,7 @@ class Executor:
         )
         try:
             if task.takes_context:
-                context = TaskContext(task_result=self._task_result(task, row, args, kwargs))
+                context: Any = TaskContext(task_result=self._task_result(task, row, args, kwargs))
                 value = self._call(task, soft, context, *args, **kwargs)
             else:
                 value = self._call(task, soft, *args, **kwargs)
@@ -313,6 +315,14 @@ class Executor:
         if reason:
             line += f" reason={reason!r}"
         logger.log(logging.WARNING if outcome == "dead" else logging.INFO, line)
+
+
+def _keep_django_connections() -> None:
+    """Handlers' ORM connections live as long as the executor, as in any long-running
+    process: CONN_MAX_AGE=0 would reconnect for every job (milliseconds each). A connection
+    a handler left broken is still closed after its job (close_old_connections)."""
+    for conn in connections.all(initialized_only=False):
+        conn.settings_dict["CONN_MAX_AGE"] = None
 
 
 def _default_policy() -> RetryPolicy:

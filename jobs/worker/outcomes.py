@@ -15,6 +15,7 @@ import signal
 import threading
 import time
 import uuid
+from functools import partial
 from typing import Any
 
 import psycopg
@@ -88,7 +89,7 @@ class OutcomeBuffer:
 
     def _write(self, outcomes: list[dict[str, Any]]) -> set[uuid.UUID]:
         try:
-            return self.db.run(lambda c: store.record_outcomes(c, worker=self.token, outcomes=outcomes))
+            return self.db.run(partial(self._record, outcomes=outcomes))
         except psycopg.Error as exc:
             if isinstance(exc, CONNECTION_ERRORS):
                 raise
@@ -100,18 +101,15 @@ class OutcomeBuffer:
         changed: set[uuid.UUID] = set()
         for outcome in outcomes:
             try:
-                changed |= self.db.run(
-                    lambda c, o=outcome: store.record_outcomes(c, worker=self.token, outcomes=[o])
-                )
+                changed |= self.db.run(partial(self._record, outcomes=[outcome]))
             except psycopg.Error as exc:
                 if isinstance(exc, CONNECTION_ERRORS):
                     raise
-                changed |= self.db.run(
-                    lambda c, o=outcome, e=exc: store.record_outcomes(
-                        c, worker=self.token, outcomes=[_unstorable(o, e)]
-                    )
-                )
+                changed |= self.db.run(partial(self._record, outcomes=[_unstorable(outcome, exc)]))
         return changed
+
+    def _record(self, cursor: Any, *, outcomes: list[dict[str, Any]]) -> set[uuid.UUID]:
+        return store.record_outcomes(cursor, worker=self.token, outcomes=outcomes)
 
     def close(self) -> None:
         with self.cond:

@@ -157,11 +157,6 @@ def test_a_return_value_that_is_not_json_is_dead() -> None:
     assert job.last_error.startswith("return value is not JSON: Object of type object")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="worker bug: _check_result lets a str with a NUL or a lone surrogate through; jsonb "
-    "cannot store it, the outcome write fails and the executor crashes with its whole batch",
-)
 @pytest.mark.parametrize("task", [engine.return_nul, engine.return_surrogate])
 def test_a_return_value_jsonb_cannot_store_is_dead(task) -> None:
     result = task.enqueue()

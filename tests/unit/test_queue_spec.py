@@ -42,10 +42,6 @@ def test_bad_specs_are_rejected_with_a_clear_message(spec: str, message: str) ->
     assert str(info.value) == message
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="worker bug: parse_queues accepts an empty queue name (':3') when no known set is given",
-)
 def test_an_empty_queue_name_is_rejected() -> None:
     with pytest.raises(QueueSpecError):
         parse_queues(":3")
