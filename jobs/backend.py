@@ -143,8 +143,9 @@ class PostgresBackend(BaseTaskBackend):
             "priority": task.priority,
             "run_at": task.run_after,
             "max_attempts": options.max_attempts or conf.DEFAULT_MAX_ATTEMPTS,
-            "timeout": options.timeout or conf.DEFAULT_TIMEOUT or None,
-            "lease_seconds": options.lease_seconds or conf.LEASE_SECONDS,
+            # Unset: the worker's JOBS_DEFAULT_TIMEOUT and JOBS_LEASE_SECONDS apply.
+            "timeout": options.timeout,
+            "lease_seconds": options.lease_seconds,
             "dedupe_key": options.dedupe_key,
             "dedupe_window": options.dedupe_window,
             "trace_id": options.trace_id,

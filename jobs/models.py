@@ -33,10 +33,11 @@ class Job(models.Model):
     # still uses one up.
     attempt = models.IntegerField(default=0, db_default=0)
     max_attempts = models.IntegerField()
-    # Hard time limit for one attempt, in seconds (NULL: none).
+    # Hard time limit for one attempt, in seconds (NULL: the worker's JOBS_DEFAULT_TIMEOUT).
     timeout = models.FloatField(null=True, blank=True)
-    # Length of one lease, in seconds; the heartbeat extends it while the handler runs.
-    lease_seconds = models.FloatField()
+    # Length of one lease, in seconds (NULL: the worker's JOBS_LEASE_SECONDS); the
+    # heartbeat extends it while the handler runs.
+    lease_seconds = models.FloatField(null=True, blank=True)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     # Claim token of the worker process that holds the job while it is running.
     worker_id = models.UUIDField(null=True, blank=True)

@@ -49,7 +49,7 @@ class NewJob:
     run_at: datetime | None
     max_attempts: int
     timeout: float | None
-    lease_seconds: float
+    lease_seconds: float | None
     dedupe_key: str | None = None
     dedupe_window: float | None = None
     trace_id: str = ""
@@ -149,9 +149,22 @@ def claim(
     queues: Sequence[str],
     limit: int,
     now: datetime | None = None,
+    lease_seconds: float = 300.0,
+    default_timeout: float | None = None,
 ) -> list[tuple[Any, ...]]:
-    """Claim up to ``limit`` due jobs from ``queues`` (visited in that order)."""
-    cursor.execute(sql("claim"), {"queues": list(queues), "limit": limit, "worker": worker, "now": now})
+    """Claim up to ``limit`` due jobs from ``queues`` (visited in that order). Jobs without
+    their own lease or time limit get ``lease_seconds`` and ``default_timeout``."""
+    cursor.execute(
+        sql("claim"),
+        {
+            "queues": list(queues),
+            "limit": limit,
+            "worker": worker,
+            "now": now,
+            "lease_seconds": lease_seconds,
+            "default_timeout": default_timeout,
+        },
+    )
     return cursor.fetchall()
 
 
@@ -188,8 +201,15 @@ def _storable_text(text: str) -> str:
     return text.replace("\x00", "\\x00").encode("utf-8", "backslashreplace").decode("utf-8")
 
 
-def extend_leases(cursor: Any, *, tokens: Sequence[uuid.UUID], now: datetime | None = None) -> int:
-    """Heartbeat: extend every running job held by these claim tokens by its own lease."""
+def extend_leases(
+    cursor: Any,
+    *,
+    tokens: Sequence[uuid.UUID],
+    now: datetime | None = None,
+    lease_seconds: float = 300.0,
+) -> int:
+    """Heartbeat: extend every running job held by these claim tokens by its own lease
+    (``lease_seconds`` for jobs whose task sets none)."""
     if not tokens:
         return 0
     cursor.execute(
@@ -197,13 +217,13 @@ def extend_leases(cursor: Any, *, tokens: Sequence[uuid.UUID], now: datetime | N
         WITH extended AS (
             UPDATE jobs_job
             SET lease_expires_at = coalesce(%(now)s, now())
-                                   + lease_seconds * interval '1 second'
+                                   + coalesce(lease_seconds, %(lease_seconds)s) * interval '1 second'
             WHERE state = 'running' AND worker_id = ANY(%(tokens)s::uuid[])
             RETURNING 1
         )
         SELECT count(*) FROM extended
         """,
-        {"tokens": list(tokens), "now": now},
+        {"tokens": list(tokens), "now": now, "lease_seconds": lease_seconds},
     )
     return int(cursor.fetchone()[0])
 

@@ -4,7 +4,8 @@
 -- worker); within a queue, higher priority first, then oldest run_at. The LATERAL
 -- sub-select walks the partial index jobs_job_claimable (state = 'queued') and stops after
 -- %(limit)s rows; SKIP LOCKED lets concurrent claimers pass each other without waiting.
--- The attempt is counted here, so a job that kills its worker still uses one up.
+-- The attempt is counted here, so a job that kills its worker still uses one up. Jobs
+-- whose task sets no lease or time limit get the worker's.
 WITH candidates AS (
     SELECT c.id
     FROM unnest(%(queues)s::text[]) WITH ORDINALITY AS q(name, ord)
@@ -25,10 +26,12 @@ SET state = 'running',
     attempt = j.attempt + 1,
     worker_id = %(worker)s,
     worker_ids = array_append(j.worker_ids, %(worker)s::uuid),
-    lease_expires_at = coalesce(%(now)s, now()) + j.lease_seconds * interval '1 second',
+    lease_expires_at = coalesce(%(now)s, now())
+                       + coalesce(j.lease_seconds, %(lease_seconds)s) * interval '1 second',
     started_at = coalesce(j.started_at, coalesce(%(now)s, now())),
     last_attempted_at = coalesce(%(now)s, now())
 FROM candidates c
 WHERE j.id = c.id
-RETURNING j.id, j.task_path, j.args, j.kwargs, j.attempt, j.max_attempts, j.timeout,
-          j.lease_seconds, j.trace_id, j.queue_name, j.priority
+RETURNING j.id, j.task_path, j.args, j.kwargs, j.attempt, j.max_attempts,
+          coalesce(j.timeout, %(default_timeout)s::float8),
+          coalesce(j.lease_seconds, %(lease_seconds)s), j.trace_id, j.queue_name, j.priority

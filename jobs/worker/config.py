@@ -69,6 +69,8 @@ class WorkerConfig:
     prefetch_horizon: float
     reaper_interval: float
     lease_seconds: float
+    # Seconds; 0 means no limit for tasks that set none.
+    default_timeout: float
     backoff_base: float
     backoff_cap: float
     max_jobs_per_child: int = 0
@@ -84,6 +86,7 @@ class WorkerConfig:
             "prefetch_horizon": conf.PREFETCH_HORIZON,
             "reaper_interval": conf.REAPER_INTERVAL,
             "lease_seconds": conf.LEASE_SECONDS,
+            "default_timeout": conf.DEFAULT_TIMEOUT,
             "backoff_base": conf.BACKOFF_BASE,
             "backoff_cap": conf.BACKOFF_CAP,
         }

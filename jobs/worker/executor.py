@@ -142,7 +142,14 @@ class Executor:
             self.db.drop()
 
     def _claim(self, cursor: Any) -> list[tuple[Any, ...]]:
-        return store.claim(cursor, worker=self.token, queues=self.config.queue_order(), limit=self.batch_size)
+        return store.claim(
+            cursor,
+            worker=self.token,
+            queues=self.config.queue_order(),
+            limit=self.batch_size,
+            lease_seconds=self.config.lease_seconds,
+            default_timeout=self.config.default_timeout or None,
+        )
 
     def _wait_for_work(self) -> None:
         if self.notified:

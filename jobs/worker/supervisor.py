@@ -279,7 +279,7 @@ class Supervisor:
         tokens = [child.token for child in self.children.values()]
 
         def beat(cursor: Any) -> bool:
-            in_hand = store.extend_leases(cursor, tokens=tokens)
+            in_hand = store.extend_leases(cursor, tokens=tokens, lease_seconds=self.config.lease_seconds)
             registry.heartbeat(cursor, self, tokens=tokens, jobs_in_hand=in_hand)
             return True
 

@@ -111,7 +111,10 @@ def test_the_claim_plan_walks_the_partial_index_among_many_finished_rows() -> No
     factories.insert_queued(50, queue_name="email")
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE jobs_job")
-    params = {"queues": ["email", "default"], "limit": 10, "worker": uuid.uuid4(), "now": None}
+    params = {
+        "queues": ["email", "default"], "limit": 10, "worker": uuid.uuid4(), "now": None,
+        "lease_seconds": 300.0, "default_timeout": None,
+    }  # fmt: skip
 
     custom = _plan("EXPLAIN " + store.sql("claim"), params)
     assert "jobs_job_claimable" in custom, custom
@@ -120,13 +123,25 @@ def test_the_claim_plan_walks_the_partial_index_among_many_finished_rows() -> No
     # A worker's connection prepares the statement once it repeats, and PostgreSQL may then
     # switch to a generic plan: that one must use the index as well.
     prepared = store.sql("claim")
-    for name, number in (("queues", 1), ("limit", 2), ("worker", 3), ("now", 4)):
+    numbered = (
+        ("queues", 1),
+        ("limit", 2),
+        ("worker", 3),
+        ("now", 4),
+        ("lease_seconds", 5),
+        ("default_timeout", 6),
+    )
+    for name, number in numbered:
         prepared = prepared.replace(f"%({name})s", f"${number}")
     with connection.cursor() as cursor:
         cursor.execute("SET LOCAL plan_cache_mode = force_generic_plan")
-        cursor.execute(f"PREPARE test_claim (text[], int, uuid, timestamptz) AS {prepared}")
+        cursor.execute(f"PREPARE test_claim (text[], int, uuid, timestamptz, float8, float8) AS {prepared}")
     try:
-        generic = _plan("EXPLAIN EXECUTE test_claim(%(queues)s, %(limit)s, %(worker)s, %(now)s)", params)
+        generic = _plan(
+            "EXPLAIN EXECUTE test_claim(%(queues)s, %(limit)s, %(worker)s, %(now)s, "
+            "%(lease_seconds)s, %(default_timeout)s)",
+            params,
+        )
     finally:
         with connection.cursor() as cursor:
             cursor.execute("DEALLOCATE test_claim")
@@ -136,3 +151,18 @@ def test_the_claim_plan_walks_the_partial_index_among_many_finished_rows() -> No
 
     # And it claims what the plan promises, without touching the finished rows.
     assert len(claim(queues=("email", "default"), limit=10, now=None)) == 10
+
+
+@pytest.mark.django_db
+def test_a_job_without_its_own_lease_or_time_limit_gets_the_workers() -> None:
+    plain = factories.job(State.QUEUED, run_at=T0, lease_seconds=None, timeout=None)
+    own = factories.job(State.QUEUED, run_at=T0, lease_seconds=45, timeout=7)
+    with connection.cursor() as cursor:
+        rows = store.claim(
+            cursor, worker=uuid.uuid4(), queues=["default"], limit=10, now=T0,
+            lease_seconds=20, default_timeout=3,
+        )  # fmt: skip
+    returned = {row[0]: (row[6], row[7]) for row in rows}
+    assert returned == {plain.id: (3, 20), own.id: (7, 45)}
+    expiry = dict(Job.objects.filter(id__in=returned).values_list("id", "lease_expires_at"))
+    assert expiry == {plain.id: T0 + timedelta(seconds=20), own.id: T0 + timedelta(seconds=45)}

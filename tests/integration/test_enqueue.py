@@ -122,7 +122,8 @@ def test_enqueue_stores_the_task_its_options_and_payload() -> None:
         "tests.tasks.basic.fail_always", "low", 7, State.QUEUED,
     )  # fmt: skip
     assert (job.args, job.kwargs, job.run_at, job.attempt) == ([], {"message": "x"}, run_after, 0)
-    assert (job.max_attempts, job.timeout, job.lease_seconds) == (3, None, 300.0)
+    # No lease or time limit of its own: the worker's settings apply when it is claimed.
+    assert (job.max_attempts, job.timeout, job.lease_seconds) == (3, None, None)
     assert len(job.trace_id) == 32
 
 
@@ -130,7 +131,8 @@ def test_enqueue_stores_the_task_its_options_and_payload() -> None:
 @override_settings(JOBS={"DEFAULT_MAX_ATTEMPTS": 9, "LEASE_SECONDS": 60.0, "DEFAULT_TIMEOUT": 20.0})
 def test_unset_options_come_from_settings_and_set_ones_win() -> None:
     plain = Job.objects.get(id=basic.add.enqueue(1, 2).id)
-    assert (plain.max_attempts, plain.lease_seconds, plain.timeout) == (9, 60.0, 20.0)
+    # Attempts are fixed at enqueue; lease and time limit are the worker's at claim time.
+    assert (plain.max_attempts, plain.lease_seconds, plain.timeout) == (9, None, None)
     own = basic.add.using(max_attempts=2, lease_seconds=30, timeout=5, trace_id="t-1").enqueue(1, 2)
     job = Job.objects.get(id=own.id)
     assert (job.max_attempts, job.lease_seconds, job.timeout, job.trace_id) == (2, 30.0, 5.0, "t-1")
