@@ -13,7 +13,7 @@ class Command(BaseCommand):
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--jobs", type=int, default=3000)
+        parser.add_argument("--jobs", type=int, default=5000)
         parser.add_argument("--workers", type=int, default=3)
         parser.add_argument("--concurrency", type=int, default=2)
         parser.add_argument("--kill-every", type=float, nargs=2, default=(2.0, 5.0), metavar=("MIN", "MAX"))
