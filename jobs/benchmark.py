@@ -87,8 +87,9 @@ def measure_bulk_enqueue(count: int, batch: int) -> float:
     return (count // batch) * batch / (time.perf_counter() - started)
 
 
-def measure_drain(count: int, concurrency: int) -> tuple[float, float]:
-    """(jobs/s from first claim to last outcome in the database, jobs/s wall incl. start)."""
+def measure_drain(count: int, concurrency: int, *, logged: bool = False) -> tuple[float, float]:
+    """(jobs/s from first claim to last outcome in the database, jobs/s wall incl. start).
+    With ``logged``, the per-job log line is on (written to /dev/null)."""
     _truncate()
     for _ in range(count // 10_000 + 1):
         enqueue_many(noop, [((), {})] * min(10_000, count))
@@ -98,7 +99,8 @@ def measure_drain(count: int, concurrency: int) -> tuple[float, float]:
     started = time.perf_counter()
     subprocess.run(
         [sys.executable, str(ROOT / "manage.py"), "runworker", "--burst", f"--concurrency={concurrency}"],
-        env=_worker_env(),
+        env=_worker_env(JOBS_LOG_LEVEL="INFO") if logged else _worker_env(),
+        stderr=subprocess.DEVNULL if logged else None,
         check=True,
     )
     wall = time.perf_counter() - started
@@ -173,6 +175,7 @@ def run(*, runs: int, single: int, bulk: int, drain: int, pickup: int, echo: Cal
             in_db, wall = measure_drain(drain, concurrency)
             report.add(f"drain_{concurrency}_proc_per_s", in_db)
             report.add(f"drain_{concurrency}_proc_wall_per_s", wall)
+        report.add("drain_2_proc_logged_per_s", measure_drain(drain, 2, logged=True)[0])
         latencies = measure_pickup(pickup)
         for pct in (50, 95, 99):
             report.add(f"pickup_p{pct}_ms", percentile(latencies, pct))

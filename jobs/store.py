@@ -76,6 +76,12 @@ def insert_jobs(
     """
     result: dict[int, tuple[uuid.UUID, bool]] = {}
     pending = list(enumerate(jobs))
+    keyless = [(index, job) for index, job in pending if job.dedupe_key is None]
+    if len(keyless) >= COPY_THRESHOLD:
+        # Many rows that cannot conflict: COPY is several times faster than INSERT.
+        _copy_jobs(cursor, [job for _, job in keyless], notify=notify, now=now)
+        result.update((index, (job.id, True)) for index, job in keyless)
+        pending = [(index, job) for index, job in pending if job.dedupe_key is not None]
     # Each round either inserts a row or finds its holder; a holder that finishes or
     # lapses between the INSERT and the look-up sends the row round once more.
     for _ in range(5):
@@ -104,6 +110,54 @@ def insert_jobs(
     if pending:
         raise RuntimeError("dedupe conflicts did not settle after 5 rounds")
     return [result[i] for i in range(len(jobs))]
+
+
+# Batches of keyless rows at least this large go through COPY.
+COPY_THRESHOLD = 50
+_COPY_COLUMNS = (
+    "id", "task_path", "queue_name", "priority", "args", "kwargs", "max_attempts", "timeout",
+    "lease_seconds", "trace_id",
+)  # fmt: skip
+
+
+def _copy_jobs(cursor: Any, jobs: Sequence[NewJob], *, notify: bool, now: datetime | None) -> None:
+    """COPY rows without dedupe keys, then wake workers as insert.sql does. On the caller's
+    connection, so inside the caller's transaction when there is one."""
+    for explicit_run_at in (False, True):
+        # Rows without run_at take the column's default, now(): the database clock decides.
+        rows = [job for job in jobs if (job.run_at is not None or now is not None) == explicit_run_at]
+        if not rows:
+            continue
+        columns = _COPY_COLUMNS + (("run_at",) if explicit_run_at else ())
+        with cursor.copy(f"COPY jobs_job ({', '.join(columns)}) FROM STDIN") as copy:
+            for job in rows:
+                values = (
+                    job.id, job.task_path, job.queue_name, job.priority, job.args, job.kwargs,
+                    job.max_attempts, job.timeout, job.lease_seconds, job.trace_id,
+                )  # fmt: skip
+                copy.write_row((*values, job.run_at or now) if explicit_run_at else values)
+    if notify:
+        # One NOTIFY per queue that received a due job, as in insert.sql: a queue's earliest
+        # run_at (NULL: now) is compared with the database's clock.
+        due_now = {job.queue_name for job in jobs if job.run_at is None and now is None}
+        earliest: dict[str, datetime] = {}
+        for job in jobs:
+            at = job.run_at or now
+            if at is not None and job.queue_name not in due_now:
+                earliest[job.queue_name] = min(at, earliest.get(job.queue_name, at))
+        cursor.execute(
+            """
+            SELECT pg_notify(%(channel)s, q.name)
+            FROM unnest(%(queues)s::text[], %(run_at)s::timestamptz[]) AS q(name, run_at)
+            WHERE q.run_at IS NULL OR q.run_at <= coalesce(%(now)s, now())
+            """,
+            {
+                "channel": NOTIFY_CHANNEL,
+                "queues": [*due_now, *earliest],
+                "run_at": [None] * len(due_now) + list(earliest.values()),
+                "now": now,
+            },
+        )
 
 
 def _resolve_dedupe_conflicts(

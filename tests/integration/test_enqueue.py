@@ -49,12 +49,19 @@ def statements(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         sent.append(str(query))
         return execute(self, query, params, **options)
 
+    copy = psycopg.Cursor.copy
+
+    def copy_spy(self: psycopg.Cursor, statement: Any, params: Any = None, **options: Any) -> Any:
+        sent.append(str(statement))
+        return copy(self, statement, params, **options)
+
     monkeypatch.setattr(psycopg.Cursor, "execute", spy)
+    monkeypatch.setattr(psycopg.Cursor, "copy", copy_spy)
     return sent
 
 
 def inserts(statements: list[str]) -> list[str]:
-    return [s for s in statements if "INSERT INTO jobs_job" in s]
+    return [s for s in statements if "INSERT INTO jobs_job" in s or "COPY jobs_job" in s]
 
 
 # --- transactional enqueue ----------------------------------------------------------------
@@ -103,6 +110,32 @@ def test_workers_are_woken_on_commit_only_and_only_for_due_jobs() -> None:
         backend.bulk_enqueue([(email, [1, 2], {}), (push, [1, 2], {}), (email, [3, 4], {})])
         # One wake-up per queue that received due work.
         assert sorted(n.payload for n in listener.notifies(timeout=0.3)) == ["email", "push"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_large_batch_goes_through_copy_with_the_same_guarantees() -> None:
+    size = store.COPY_THRESHOLD * 3
+    later = basic.add.using(run_after=timezone.now() + timedelta(hours=1))
+    with connect(application_name="test-listener") as listener:
+        listener.execute(f"LISTEN {store.NOTIFY_CHANNEL}")
+        with pytest.raises(Rollback), transaction.atomic():
+            rolled_back = basic.add.enqueue_many(([i, i], {}) for i in range(size))
+            raise Rollback
+        assert not Job.objects.filter(id__in=[r.id for r in rolled_back]).exists()
+        later.enqueue_many(([i, i], {}) for i in range(size))
+        assert list(listener.notifies(timeout=0.3)) == []
+
+        with transaction.atomic():
+            results = basic.add.using(queue_name="email").enqueue_many(([i, i], {}) for i in range(size))
+            assert list(listener.notifies(timeout=0.2)) == []
+        assert [n.payload for n in listener.notifies(timeout=0.3)] == ["email"]
+    jobs = {str(j.id): j for j in Job.objects.filter(queue_name="email")}
+    assert [jobs[r.id].args for r in results] == [[i, i] for i in range(size)]
+    # Rows without run_after are due at the database's now(), like a single enqueue.
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM jobs_job WHERE queue_name = 'email' AND run_at > now()")
+        assert cursor.fetchone()[0] == 0
+    assert Job.objects.filter(run_at__gt=timezone.now() + timedelta(minutes=59)).count() == size
 
 
 # --- what enqueue stores --------------------------------------------------------------------
@@ -298,8 +331,9 @@ def test_enqueues_waiting_on_a_holder_that_rolls_back_make_exactly_one_job() -> 
 @pytest.mark.django_db
 def test_enqueue_many_inserts_every_job_in_one_statement(statements: list[str]) -> None:
     results = basic.add.enqueue_many(([i, i], {}) for i in range(500))
-    assert len(statements) == 1
-    assert len(inserts(statements)) == 1
+    # One COPY of every row, then one statement that wakes the workers.
+    assert len(inserts(statements)) == 1 and inserts(statements)[0].startswith("COPY jobs_job")
+    assert len(statements) == 2 and "pg_notify" in statements[1]
     assert [r.args for r in results] == [[i, i] for i in range(500)]
     assert len({r.id for r in results}) == 500
     stored = dict(Job.objects.values_list("id", "args"))
