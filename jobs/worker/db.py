@@ -15,12 +15,18 @@ from typing import Any, TypeVar
 import psycopg
 from django.conf import settings
 
+from ..conf import jobs_settings
+
 logger = logging.getLogger("jobs.worker")
 
 T = TypeVar("T")
 
 # Errors that mean "the connection is gone", as opposed to a bug in a statement.
 CONNECTION_ERRORS = (psycopg.OperationalError, psycopg.InterfaceError)
+
+
+# Keys of DATABASES[...]["OPTIONS"] that Django reads itself and libpq does not know.
+DJANGO_ONLY_OPTIONS = ("pool", "server_side_binding", "isolation_level", "assume_role", "prepare_threshold")
 
 
 def connect(database: str = "default", *, application_name: str = "jobs", **libpq: Any) -> psycopg.Connection:
@@ -42,8 +48,11 @@ def connect(database: str = "default", *, application_name: str = "jobs", **libp
     }
     params.update(db.get("OPTIONS", {}))
     params.update(libpq)
-    params = {k: v for k, v in params.items() if v is not None and k not in ("pool",)}
-    return psycopg.connect(autocommit=True, **params)
+    params = {k: v for k, v in params.items() if v is not None and k not in DJANGO_ONLY_OPTIONS}
+    # The claim and outcome statements repeat all day: psycopg prepares them after a few
+    # runs, unless a pooler in transaction mode cannot track prepared statements.
+    prepare_threshold = 5 if jobs_settings().PREPARED_STATEMENTS else None
+    return psycopg.connect(autocommit=True, prepare_threshold=prepare_threshold, **params)
 
 
 class Connection:
