@@ -3,16 +3,13 @@ the next fire times) and jobs (a dead job's error, replay)."""
 
 from __future__ import annotations
 
-import uuid
-
 import pytest
-from django.db import connection
+from django.utils import timezone
 from playwright.sync_api import expect
 
-from jobs import store
 from jobs.models import Job, Schedule
 from jobs.states import State
-from tests.tasks import basic
+from tests import factories
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
@@ -40,36 +37,22 @@ def test_a_bad_cron_expression_is_shown_on_the_form_and_nothing_is_saved(admin_p
 
 def test_a_dead_job_shows_its_error_and_can_be_replayed(admin_page, live_server) -> None:  # type: ignore[no-untyped-def]
     page = admin_page
-    result = basic.fail_always.enqueue("mail server said 550")
-    token = uuid.uuid4()
-    with connection.cursor() as cursor:
-        store.claim(cursor, worker=token, queues=["default"], limit=1)
-        store.record_outcomes(
-            cursor,
-            worker=token,
-            outcomes=[
-                {
-                    "id": result.id,
-                    "attempt": 1,
-                    "state": "dead",
-                    "error": {
-                        "exception": "builtins.RuntimeError",
-                        "message": "mail server said 550",
-                        "traceback": "Traceback (most recent call last):\nRuntimeError: mail server said 550",
-                    },
-                }
-            ],
-        )
+    dead = factories.job(State.DEAD, task_path="tests.tasks.basic.fail_always", max_attempts=1)
+    error = factories.error_entry(
+        1, at=timezone.now(), worker=dead.worker_ids[0], message="mail server said 550"
+    )
+    Job.objects.filter(id=dead.id).update(errors=[error], last_error=error["message"])
+    result_id = str(dead.id)
     page.goto(f"{live_server.url}/admin/jobs/job/?state__exact=dead")
     assert "tests.tasks.basic.fail_always" in page.locator("#result_list").inner_text()
-    page.click(f"#result_list a[href*='{result.id}']")
+    page.click(f"#result_list a[href*='{result_id}']")
     history = page.locator(".field-attempt_history")
     expect(history).to_contain_text("Attempt 1")
     expect(history).to_contain_text("RuntimeError: mail server said 550")
 
     page.goto(f"{live_server.url}/admin/jobs/job/?state__exact=dead")
-    page.check(f"input[name=_selected_action][value='{result.id}']")
+    page.check(f"input[name=_selected_action][value='{result_id}']")
     page.select_option("select[name=action]", "replay_jobs")
     page.click("button[name=index]")
     expect(page.locator(".messagelist")).to_contain_text("Replayed 1 job(s).")
-    assert Job.objects.get(id=result.id).state == State.QUEUED
+    assert Job.objects.get(id=result_id).state == State.QUEUED

@@ -3,7 +3,9 @@ import uuid
 import pytest
 from django.test import Client
 
-from jobs import store
+from jobs.models import Job
+from jobs.states import State
+from tests import factories
 from tests.tasks import basic
 
 
@@ -26,26 +28,9 @@ def test_status_of_a_queued_job_hides_the_payload(client: Client) -> None:
 
 @pytest.mark.django_db
 def test_status_of_finished_jobs_shows_result_or_last_error(client: Client) -> None:
-    from django.db import connection
-
-    ok = basic.add.enqueue(40, 2)
-    bad = basic.fail_always.enqueue("smtp said no")
-    token = uuid.uuid4()
-    with connection.cursor() as cursor:
-        store.claim(cursor, worker=token, queues=["default"], limit=10)
-        store.record_outcomes(
-            cursor,
-            worker=token,
-            outcomes=[
-                {"id": ok.id, "attempt": 1, "state": "succeeded", "result": 42},
-                {
-                    "id": bad.id,
-                    "attempt": 1,
-                    "state": "dead",
-                    "error": {"exception": "x.Err", "message": "smtp said no", "traceback": "Traceback..."},
-                },
-            ],
-        )
+    ok = factories.job(State.SUCCEEDED, result=42)
+    bad = factories.job(State.DEAD, max_attempts=1)
+    Job.objects.filter(id=bad.id).update(last_error="smtp said no")
     done = client.get(f"/api/jobs/{ok.id}").json()
     assert done["status"] == "succeeded" and done["result"] == 42 and done["finished_at"]
     failed = client.get(f"/api/jobs/{bad.id}").json()
