@@ -115,6 +115,44 @@ def measure_drain(count: int, concurrency: int, *, logged: bool = False) -> tupl
     return count / float(span), count / wall
 
 
+def measure_memory(count: int) -> tuple[float, float]:
+    """Resident memory (MiB) of one executor process after 1,000 and after ``count`` jobs."""
+    _truncate()
+    for start in range(0, count, 10_000):
+        enqueue_many(noop, [((), {})] * min(10_000, count - start))
+    worker = subprocess.Popen(
+        [sys.executable, str(ROOT / "manage.py"), "runworker", "--concurrency=1"], env=_worker_env()
+    )
+    samples = []
+    try:
+        for mark in (1_000, count):
+            _wait_for(partial(_succeeded_at_least, mark), 120)
+            samples.append(_rss_mib(_children(worker.pid)[0]))
+    finally:
+        worker.terminate()
+        worker.wait(60)
+    return samples[0], samples[1]
+
+
+def _succeeded_at_least(count: int) -> bool:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM (SELECT 1 FROM jobs_job WHERE state = 'succeeded' LIMIT %s) s", [count]
+        )
+        return int(cursor.fetchone()[0]) >= count
+
+
+def _children(pid: int) -> list[int]:
+    return [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+
+
+def _rss_mib(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError(f"no VmRSS for {pid}")
+
+
 def measure_pickup(samples: int) -> list[float]:
     """Milliseconds from just before enqueue to handler start, on an idle worker."""
     _truncate()
@@ -165,7 +203,9 @@ def percentile(values: list[float], pct: float) -> float:
     return ordered[index]
 
 
-def run(*, runs: int, single: int, bulk: int, drain: int, pickup: int, echo: Callable[[str], None]) -> Report:
+def run(
+    *, runs: int, single: int, bulk: int, drain: int, pickup: int, memory: int, echo: Callable[[str], None]
+) -> Report:
     report = Report(runs=runs)
     for run_number in range(1, runs + 1):
         echo(f"run {run_number}/{runs}")
@@ -179,8 +219,11 @@ def run(*, runs: int, single: int, bulk: int, drain: int, pickup: int, echo: Cal
         latencies = measure_pickup(pickup)
         for pct in (50, 95, 99):
             report.add(f"pickup_p{pct}_ms", percentile(latencies, pct))
+    after_1k, after_all = measure_memory(memory)
+    report.add("executor_rss_after_1k_jobs_mib", after_1k)
+    report.add(f"executor_rss_after_{memory // 1000}k_jobs_mib", after_all)
     report.notes = {
-        "jobs": {"single": single, "bulk": bulk, "drain": drain, "pickup_samples": pickup},
+        "jobs": {"single": single, "bulk": bulk, "drain": drain, "pickup_samples": pickup, "memory": memory},
         "cpus": os.cpu_count(),
         "python": sys.version.split()[0],
     }

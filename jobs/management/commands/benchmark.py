@@ -17,6 +17,9 @@ class Command(BaseCommand):
         parser.add_argument("--bulk", type=int, default=100_000, help="jobs enqueued in bulk")
         parser.add_argument("--drain", type=int, default=20_000, help="jobs drained per measurement")
         parser.add_argument("--pickup", type=int, default=200, help="pickup latency samples")
+        parser.add_argument(
+            "--memory", type=int, default=100_000, help="jobs run by one executor for the memory check (once)"
+        )
         parser.add_argument("--json", default="bench-results/latest.json", help="where to write results")
         parser.add_argument(
             "--force", action="store_true", help="run even if the database name lacks 'bench'"
@@ -35,13 +38,14 @@ class Command(BaseCommand):
             bulk=options["bulk"],
             drain=options["drain"],
             pickup=options["pickup"],
+            memory=options["memory"],
             echo=lambda line: self.stderr.write(line),
         )
         medians = report.medians()
-        self.stdout.write(f"{'measure':<28}{'median':>12}   runs")
+        self.stdout.write(f"{'measure':<34}{'median':>12}   runs")
         for key, value in medians.items():
             runs = ", ".join(f"{v:,.1f}" for v in report.figures[key])
-            self.stdout.write(f"{key:<28}{value:>12,.1f}   {runs}")
+            self.stdout.write(f"{key:<34}{value:>12,.1f}   {runs}")
         path = Path(options["json"])
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps({"medians": medians, "runs": report.figures, **report.notes}, indent=2))
