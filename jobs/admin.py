@@ -1,4 +1,4 @@
-"""The operations console. Job rows are read-only here; every action goes through store.py."""
+"""The operations console. Job rows are read-only here; every action goes through jobs.store."""
 
 from django.contrib import admin, messages
 from django.db.models import QuerySet

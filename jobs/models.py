@@ -1,7 +1,7 @@
 """The job table and the worker registry.
 
 Column meanings are documented here; the states and their transitions in ``states.py``.
-Nothing outside ``store.py`` writes a job's state.
+Nothing outside ``jobs/store/`` writes a job's state.
 """
 
 import uuid

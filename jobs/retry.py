@@ -1,7 +1,7 @@
 """Retry policy, pure: how long to wait before the next attempt, and what an error means.
 
 Nothing here touches the database or the clock; the worker applies the decision with a
-fenced write in store.py.
+fenced write in jobs/store/.
 """
 
 import math

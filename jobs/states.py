@@ -1,6 +1,6 @@
 """The states of a job and the transitions between them.
 
-Every transition is one guarded UPDATE in ``jobs/store.py``; the table's CHECK constraint
+Every transition is one guarded UPDATE in ``jobs/store/``; the table's CHECK constraint
 holds the state names, and the partial index ``jobs_job_claimable`` covers exactly the
 claimable state. Django's task API sees four statuses; ``TASK_STATUS`` maps ours onto them.
 """
@@ -30,7 +30,7 @@ class State(models.TextChoices):
 FINISHED = frozenset({State.SUCCEEDED, State.DEAD, State.CANCELLED})
 UNFINISHED = frozenset({State.QUEUED, State.RUNNING})
 
-# (from, to) pairs that store.py performs. Anything else is a bug.
+# (from, to) pairs that jobs/store/ performs. Anything else is a bug.
 TRANSITIONS: frozenset[tuple[State, State]] = frozenset(
     {
         (State.QUEUED, State.RUNNING),  # claim

@@ -1,0 +1,23 @@
+"""Every write to a job's state, each one guarded UPDATE (or INSERT) on the job table.
+
+Functions take a DB-API cursor, so they run on whatever connection the caller holds:
+the caller's Django connection for enqueue (invariant 1: same transaction as the caller's
+own rows), a worker's dedicated autocommit connection for everything after the claim.
+
+Statements take ``now=None``; tests pass a time to move the database's clock without
+sleeping (invariant 6).
+
+Three modules by caller: ``enqueue`` (producers: INSERT or COPY on the caller's
+connection), ``claims`` (workers: claim, record outcomes, heartbeat, release, reap), and
+``operator`` (the console and tools: cancel, discard, replay, run now, prune).
+"""
+
+from .claims import claim, extend_leases, reap, record_outcomes, release
+from .enqueue import COPY_THRESHOLD, NewJob, insert_jobs
+from .operator import cancel, discard, prune, replay, run_now
+from .statements import NOTIFY_CHANNEL, sql
+
+__all__ = [
+    "COPY_THRESHOLD", "NOTIFY_CHANNEL", "NewJob", "cancel", "claim", "discard", "extend_leases",
+    "insert_jobs", "prune", "reap", "record_outcomes", "release", "replay", "run_now", "sql",
+]  # fmt: skip

@@ -1,0 +1,171 @@
+"""Inserting jobs: one INSERT for one row, COPY for many, dedupe keys resolved."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from .statements import NOTIFY_CHANNEL, sql
+
+
+@dataclass(frozen=True, slots=True)
+class NewJob:
+    """A validated row to insert; args and kwargs are already JSON text."""
+
+    id: uuid.UUID
+    task_path: str
+    queue_name: str
+    priority: int
+    args: str
+    kwargs: str
+    run_at: datetime | None
+    max_attempts: int
+    timeout: float | None
+    lease_seconds: float | None
+    dedupe_key: str | None = None
+    dedupe_window: float | None = None
+    trace_id: str = ""
+
+
+_INSERT_COLUMNS = (
+    "id", "task_path", "queue_name", "priority", "args", "kwargs", "run_at",
+    "max_attempts", "timeout", "lease_seconds", "dedupe_key", "dedupe_window", "trace_id",
+)  # fmt: skip
+
+
+def insert_jobs(
+    cursor: Any,
+    jobs: Sequence[NewJob],
+    *,
+    notify: bool = True,
+    now: datetime | None = None,
+    prepare: bool = False,
+) -> list[tuple[uuid.UUID, bool]]:
+    """Insert jobs; return, in input order, (id, created) for each.
+
+    ``created`` is False where a dedupe key was held by an unfinished job: the id is then
+    that job's. A holder whose window has passed is marked lapsed and a new job inserted.
+    """
+    result: dict[int, tuple[uuid.UUID, bool]] = {}
+    pending = list(enumerate(jobs))
+    keyless = [(index, job) for index, job in pending if job.dedupe_key is None]
+    if len(keyless) >= COPY_THRESHOLD:
+        # Many rows that cannot conflict: COPY is several times faster than INSERT.
+        _copy_jobs(cursor, [job for _, job in keyless], notify=notify, now=now)
+        result.update((index, (job.id, True)) for index, job in keyless)
+        pending = [(index, job) for index, job in pending if job.dedupe_key is not None]
+    # Each round either inserts a row or finds its holder; a holder that finishes or
+    # lapses between the INSERT and the look-up sends the row round once more.
+    for _ in range(5):
+        if not pending:
+            break
+        if len(pending) == 1:
+            statement = sql("insert_one")
+            params = {col: getattr(pending[0][1], col) for col in _INSERT_COLUMNS}
+        else:
+            statement = sql("insert")
+            params = {col: [getattr(job, col) for _, job in pending] for col in _INSERT_COLUMNS}
+        params["notify"] = notify
+        params["now"] = now
+        if prepare:
+            cursor.execute(statement, params, prepare=True)
+        else:
+            cursor.execute(statement, params)
+        inserted = {row[0] for row in cursor.fetchall()}
+        conflicted = []
+        for index, job in pending:
+            if job.id in inserted:
+                result[index] = (job.id, True)
+            else:
+                conflicted.append((index, job))
+        pending = _resolve_dedupe_conflicts(cursor, conflicted, result, now)
+    if pending:
+        raise RuntimeError("dedupe conflicts did not settle after 5 rounds")
+    return [result[i] for i in range(len(jobs))]
+
+
+# Batches of keyless rows at least this large go through COPY.
+COPY_THRESHOLD = 50
+_COPY_COLUMNS = (
+    "id", "task_path", "queue_name", "priority", "args", "kwargs", "max_attempts", "timeout",
+    "lease_seconds", "trace_id",
+)  # fmt: skip
+
+
+def _copy_jobs(cursor: Any, jobs: Sequence[NewJob], *, notify: bool, now: datetime | None) -> None:
+    """COPY rows without dedupe keys, then wake workers as insert.sql does. On the caller's
+    connection, so inside the caller's transaction when there is one."""
+    for explicit_run_at in (False, True):
+        # Rows without run_at take the column's default, now(): the database clock decides.
+        rows = [job for job in jobs if (job.run_at is not None or now is not None) == explicit_run_at]
+        if not rows:
+            continue
+        columns = _COPY_COLUMNS + (("run_at",) if explicit_run_at else ())
+        with cursor.copy(f"COPY jobs_job ({', '.join(columns)}) FROM STDIN") as copy:
+            for job in rows:
+                values = (
+                    job.id, job.task_path, job.queue_name, job.priority, job.args, job.kwargs,
+                    job.max_attempts, job.timeout, job.lease_seconds, job.trace_id,
+                )  # fmt: skip
+                copy.write_row((*values, job.run_at or now) if explicit_run_at else values)
+    if notify:
+        # One NOTIFY per queue that received a due job, as in insert.sql: a queue's earliest
+        # run_at (NULL: now) is compared with the database's clock.
+        due_now = {job.queue_name for job in jobs if job.run_at is None and now is None}
+        earliest: dict[str, datetime] = {}
+        for job in jobs:
+            at = job.run_at or now
+            if at is not None and job.queue_name not in due_now:
+                earliest[job.queue_name] = min(at, earliest.get(job.queue_name, at))
+        cursor.execute(
+            """
+            SELECT pg_notify(%(channel)s, q.name)
+            FROM unnest(%(queues)s::text[], %(run_at)s::timestamptz[]) AS q(name, run_at)
+            WHERE q.run_at IS NULL OR q.run_at <= coalesce(%(now)s, now())
+            """,
+            {
+                "channel": NOTIFY_CHANNEL,
+                "queues": [*due_now, *earliest],
+                "run_at": [None] * len(due_now) + list(earliest.values()),
+                "now": now,
+            },
+        )
+
+
+def _resolve_dedupe_conflicts(
+    cursor: Any,
+    conflicted: list[tuple[int, NewJob]],
+    result: dict[int, tuple[uuid.UUID, bool]],
+    now: datetime | None,
+) -> list[tuple[int, NewJob]]:
+    if not conflicted:
+        return []
+    keys = sorted({job.dedupe_key for _, job in conflicted if job.dedupe_key})
+    cursor.execute(
+        """
+        SELECT dedupe_key, id, dedupe_until IS NOT NULL
+                               AND dedupe_until <= coalesce(%(now)s, now())
+        FROM jobs_job
+        WHERE dedupe_key = ANY(%(keys)s::text[]) AND NOT dedupe_lapsed
+          AND state IN ('queued', 'running')
+        """,
+        {"keys": keys, "now": now},
+    )
+    holders = {key: (job_id, lapsed) for key, job_id, lapsed in cursor.fetchall()}
+    lapsed_ids = [job_id for job_id, lapsed in holders.values() if lapsed]
+    if lapsed_ids:
+        cursor.execute(
+            "UPDATE jobs_job SET dedupe_lapsed = true WHERE id = ANY(%(ids)s::uuid[])",
+            {"ids": lapsed_ids},
+        )
+    retry = []
+    for index, job in conflicted:
+        holder = holders.get(job.dedupe_key)
+        if holder is None or holder[1]:
+            retry.append((index, job))
+        else:
+            result[index] = (holder[0], False)
+    return retry

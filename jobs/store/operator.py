@@ -1,0 +1,102 @@
+"""Operator actions (console, CLI): ORM guarded UPDATEs on the default connection."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Any
+
+from django.db import transaction
+from django.db.models.functions import Now
+
+from ..exceptions import JobNotFound, TransitionNotAllowed
+from ..models import Job
+from ..states import State
+
+
+def _guarded_update(job_id: uuid.UUID | str, allowed: Iterable[State], **values: Any) -> None:
+    allowed = list(allowed)
+    changed = Job.objects.filter(id=job_id, state__in=allowed).update(**values)
+    if changed:
+        return
+    state = Job.objects.filter(id=job_id).values_list("state", flat=True).first()
+    if state is None:
+        raise JobNotFound(f"no job with id {job_id}")
+    raise TransitionNotAllowed(f"job {job_id} is {state}; this needs one of {', '.join(allowed)}")
+
+
+def cancel(job_id: uuid.UUID | str) -> None:
+    """Cancel a queued or running job. A running handler is not interrupted, but its
+    outcome is dropped by the fence."""
+    _guarded_update(
+        job_id,
+        [State.QUEUED, State.RUNNING],
+        state=State.CANCELLED,
+        finished_at=Now(),
+        worker_id=None,
+        lease_expires_at=None,
+    )
+
+
+def discard(job_id: uuid.UUID | str, *, reason: str = "discarded by an operator") -> None:
+    """Send a queued job straight to the dead-letter state without running it."""
+    _guarded_update(job_id, [State.QUEUED], state=State.DEAD, finished_at=Now(), last_error=reason)
+
+
+def replay(
+    job_id: uuid.UUID | str,
+    *,
+    args: list[Any] | None = None,
+    kwargs: dict[str, Any] | None = None,
+) -> None:
+    """Queue a dead or cancelled job again with fresh attempts, optionally with a new
+    payload. Its error history is kept."""
+    values: dict[str, Any] = {}
+    if args is not None:
+        values["args"] = args
+    if kwargs is not None:
+        values["kwargs"] = kwargs
+    with transaction.atomic():
+        _guarded_update(
+            job_id,
+            [State.DEAD, State.CANCELLED],
+            state=State.QUEUED,
+            attempt=0,
+            worker_ids=[],
+            run_at=Now(),
+            finished_at=None,
+            result=None,
+            dedupe_lapsed=True,
+            **values,
+        )
+
+
+def run_now(job_id: uuid.UUID | str) -> None:
+    """Make a queued job (delayed or waiting for a retry) due at once."""
+    _guarded_update(job_id, [State.QUEUED], run_at=Now())
+
+
+def prune(*, retention: dict[State, float], now: datetime | None = None, batch: int = 5000) -> int:
+    """Delete finished jobs older than their state's retention (seconds). Returns count."""
+    from django.db import connection
+
+    deleted = 0
+    with connection.cursor() as cursor:
+        for state, seconds in retention.items():
+            while True:
+                cursor.execute(
+                    """
+                    DELETE FROM jobs_job WHERE id IN (
+                        SELECT id FROM jobs_job
+                        WHERE state = %(state)s
+                          AND finished_at < coalesce(%(now)s, now())
+                                            - %(seconds)s * interval '1 second'
+                        LIMIT %(batch)s)
+                    """,
+                    {"state": state, "now": now, "seconds": seconds, "batch": batch},
+                )
+                deleted += cursor.rowcount
+                if cursor.rowcount < batch:
+                    break
+    return deleted
