@@ -146,6 +146,8 @@ class PostgresBackend(BaseTaskBackend):
             # Unset: the worker's JOBS_DEFAULT_TIMEOUT and JOBS_LEASE_SECONDS apply.
             "timeout": options.timeout,
             "lease_seconds": options.lease_seconds,
+            "backoff_base": options.backoff_base,
+            "backoff_cap": options.backoff_cap,
             "dedupe_key": options.dedupe_key,
             "dedupe_window": options.dedupe_window,
             "trace_id": options.trace_id,
@@ -173,6 +175,8 @@ class PostgresBackend(BaseTaskBackend):
             max_attempts=options["max_attempts"],
             timeout=options["timeout"],
             lease_seconds=options["lease_seconds"],
+            backoff_base=options["backoff_base"],
+            backoff_cap=options["backoff_cap"],
             dedupe_key=options["dedupe_key"],
             dedupe_window=options["dedupe_window"],
             # Without a trace to join, a job starts its own: its id.

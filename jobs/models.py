@@ -38,6 +38,10 @@ class Job(models.Model):
     # Length of one lease, in seconds (NULL: the worker's JOBS_LEASE_SECONDS); the
     # heartbeat extends it while the handler runs.
     lease_seconds = models.FloatField(null=True, blank=True)
+    # The task's retry backoff (seconds; NULL: the worker's JOBS_BACKOFF_*), kept on the row
+    # so that the reaper, which runs no task code, retries a lost job on the task's terms.
+    backoff_base = models.FloatField(null=True, blank=True)
+    backoff_cap = models.FloatField(null=True, blank=True)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     # Claim token of the worker process that holds the job while it is running.
     worker_id = models.UUIDField(null=True, blank=True)

@@ -13,7 +13,7 @@ def job_status(*, job_id: uuid.UUID) -> dict[str, Any] | None:
         Job.objects.filter(id=job_id)
         .only(
             "id", "state", "task_path", "queue_name", "attempt", "max_attempts", "created_at",
-            "started_at", "finished_at", "last_error", "result", "run_at",
+            "started_at", "finished_at", "last_error", "result", "run_at", "trace_id",
         )
         .first()
     )
@@ -25,6 +25,7 @@ def job_status(*, job_id: uuid.UUID) -> dict[str, Any] | None:
         "task_status": TASK_STATUS[State(job.state)].value,
         "task": job.task_path,
         "queue": job.queue_name,
+        "trace_id": job.trace_id,
         "attempts": job.attempt,
         "max_attempts": job.max_attempts,
         "created_at": _iso(job.created_at),

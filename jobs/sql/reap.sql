@@ -2,8 +2,9 @@
 -- off from the database). Any worker may run this; SKIP LOCKED keeps two reapers apart,
 -- and the re-check in the outer WHERE keeps a job that completed meanwhile completed.
 -- The attempt was counted at claim: with attempts left the job is queued again after
--- backoff, otherwise it goes to the dead-letter state with reason "worker lost". The
--- exponent is clamped as in retry.backoff: 2^1024 overflows and would fail every reap.
+-- backoff (the task's, kept on the row, else the worker's), otherwise it goes to the
+-- dead-letter state with reason "worker lost". The exponent is clamped as in
+-- retry.backoff: 2^1024 overflows and would fail every reap.
 WITH expired AS (
     SELECT id
     FROM jobs_job
@@ -15,7 +16,9 @@ WITH expired AS (
 UPDATE jobs_job j
 SET state = CASE WHEN j.attempt >= j.max_attempts THEN 'dead' ELSE 'queued' END,
     run_at = coalesce(%(now)s, now())
-             + least(%(cap)s, %(base)s * power(2, least(greatest(j.attempt - 1, 0), 62)))
+             + least(coalesce(j.backoff_cap, %(cap)s),
+                     coalesce(j.backoff_base, %(base)s)
+                     * power(2, least(greatest(j.attempt - 1, 0), 62)))
                * (0.5 + random() * 0.5) * interval '1 second',
     finished_at = CASE WHEN j.attempt >= j.max_attempts
                        THEN coalesce(%(now)s, now()) END,

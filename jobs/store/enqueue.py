@@ -25,6 +25,8 @@ class NewJob:
     max_attempts: int
     timeout: float | None
     lease_seconds: float | None
+    backoff_base: float | None = None
+    backoff_cap: float | None = None
     dedupe_key: str | None = None
     dedupe_window: float | None = None
     trace_id: str = ""
@@ -32,7 +34,8 @@ class NewJob:
 
 _INSERT_COLUMNS = (
     "id", "task_path", "queue_name", "priority", "args", "kwargs", "run_at",
-    "max_attempts", "timeout", "lease_seconds", "dedupe_key", "dedupe_window", "trace_id",
+    "max_attempts", "timeout", "lease_seconds", "backoff_base", "backoff_cap", "dedupe_key",
+    "dedupe_window", "trace_id",
 )  # fmt: skip
 
 
@@ -91,7 +94,7 @@ def insert_jobs(
 COPY_THRESHOLD = 50
 _COPY_COLUMNS = (
     "id", "task_path", "queue_name", "priority", "args", "kwargs", "max_attempts", "timeout",
-    "lease_seconds", "trace_id",
+    "lease_seconds", "backoff_base", "backoff_cap", "trace_id",
 )  # fmt: skip
 
 
@@ -108,7 +111,8 @@ def _copy_jobs(cursor: Any, jobs: Sequence[NewJob], *, notify: bool, now: dateti
             for job in rows:
                 values = (
                     job.id, job.task_path, job.queue_name, job.priority, job.args, job.kwargs,
-                    job.max_attempts, job.timeout, job.lease_seconds, job.trace_id,
+                    job.max_attempts, job.timeout, job.lease_seconds, job.backoff_base,
+                    job.backoff_cap, job.trace_id,
                 )  # fmt: skip
                 copy.write_row((*values, job.run_at or now) if explicit_run_at else values)
     if notify:

@@ -18,6 +18,7 @@ def test_status_of_a_queued_job_hides_the_payload(client: Client) -> None:
     assert body["task_status"] == "READY"
     assert body["task"] == "tests.tasks.basic.record"
     assert body["queue"] == "default"
+    assert body["trace_id"] == Job.objects.get(id=result.id).trace_id
     assert body["attempts"] == 0
     assert body["max_attempts"] == 5
     assert body["started_at"] is None and body["finished_at"] is None

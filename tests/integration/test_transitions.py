@@ -20,6 +20,7 @@ from jobs.exceptions import JobNotFound, TransitionNotAllowed
 from jobs.models import Job
 from jobs.states import TRANSITIONS, State
 from tests import factories
+from tests.tasks import basic
 
 pytestmark = pytest.mark.django_db
 
@@ -471,3 +472,21 @@ def test_prune_deletes_finished_jobs_past_their_states_retention_only() -> None:
     assert store.prune(retention=retention, now=T0, batch=1) == 2
     assert set(Job.objects.values_list("id", flat=True)) == {j.id for j in kept}
     assert not Job.objects.filter(id__in=[j.id for j in gone]).exists()
+
+
+def test_reaper_retries_a_lost_job_on_its_tasks_backoff() -> None:
+    job = factories.job(
+        State.RUNNING, now=T0, attempt=2, max_attempts=5, backoff_base=100.0, backoff_cap=150.0
+    )
+    later = T0 + timedelta(seconds=LEASE + 5)
+    reap(later)
+    job.refresh_from_db()
+    # Attempt 2 on base 100 is 200 s, capped at 150, with equal jitter: 75..150 s.
+    assert later + timedelta(seconds=75) <= job.run_at <= later + timedelta(seconds=150)
+
+
+def test_enqueue_keeps_the_tasks_own_backoff_and_leaves_the_rest_to_the_worker() -> None:
+    own = basic.fail_always.enqueue()
+    plain = basic.add.enqueue(1, 2)
+    rows = dict(Job.objects.values_list("id", "backoff_base").filter(id__in=[own.id, plain.id]))
+    assert rows == {uuid.UUID(own.id): 10.0, uuid.UUID(plain.id): None}
