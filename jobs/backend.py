@@ -6,7 +6,6 @@ Enqueue writes on the caller's database connection inside the caller's transacti
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
@@ -25,6 +24,7 @@ from . import store
 from .conf import MAX_LEASE_SECONDS, jobs_settings
 from .exceptions import BadTaskOptions, InvalidPayload
 from .models import Job
+from .payloads import dump_payload
 from .retry import RetryPolicy
 from .states import TASK_STATUS, State
 
@@ -155,8 +155,8 @@ class PostgresBackend(BaseTaskBackend):
         }
 
     def _new_job(self, options: dict[str, Any], args: Sequence[Any], kwargs: dict[str, Any]) -> store.NewJob:
-        args_json = _dump_payload("args", list(args))
-        kwargs_json = _dump_payload("kwargs", dict(kwargs))
+        args_json = dump_payload("args", list(args))
+        kwargs_json = dump_payload("kwargs", dict(kwargs))
         size = len(args_json) + len(kwargs_json)
         if size > options["limit"]:
             raise InvalidPayload(
@@ -290,54 +290,3 @@ def resolve_task(task_path: str) -> Task:
     if not isinstance(task, Task):
         raise UnknownTask(f"{task_path!r} is not a task (decorate it with @task)")
     return task
-
-
-def _dump_payload(name: str, value: Any) -> str:
-    if not value:
-        # No arguments: the common case of bulk fan-out by id is a short payload anyway.
-        return "{}" if isinstance(value, dict) else "[]"
-    try:
-        text = json.dumps(value, allow_nan=False, separators=(",", ":"))
-    except (TypeError, ValueError) as exc:
-        raise InvalidPayload(f"{name} must be JSON-serializable: {exc}") from exc
-    # json.dumps escapes NUL as \u0000 and surrogates as \udXXX: only then can a string
-    # be one PostgreSQL refuses (astral characters, escaped as surrogate pairs, are fine).
-    _check_payload(name, value, check_text="\\u0000" in text or "\\ud" in text)
-    return text
-
-
-def _check_payload(name: str, value: list[Any] | dict[str, Any], *, check_text: bool) -> None:
-    """Refuse what json.dumps accepts but would hand the handler changed: object keys that
-    are not strings ({1: "a"} comes back as {"1": "a"}); and, with ``check_text``, strings
-    jsonb cannot store (a NUL character, a lone surrogate)."""
-    stack: list[tuple[list[Any] | tuple[Any, ...] | dict[Any, Any], str]] = [(value, name)]
-    while stack:
-        container, where = stack.pop()
-        is_object = isinstance(container, dict)
-        pairs: Iterable[tuple[Any, Any]] = (
-            container.items() if isinstance(container, dict) else enumerate(container)
-        )
-        for key, item in pairs:
-            if is_object and not isinstance(key, str):
-                raise InvalidPayload(f"{name} must be JSON: the key {key!r} at {where} is not a string")
-            if isinstance(item, dict | list | tuple):
-                stack.append((item, f"{where}[{key!r}]"))
-            elif check_text and isinstance(item, str) and (problem := _unstorable(item)):
-                raise InvalidPayload(
-                    f"{name} must be JSON that PostgreSQL can store: {problem} in {where}[{key!r}]"
-                )
-            if check_text and is_object and (problem := _unstorable(key)):
-                raise InvalidPayload(
-                    f"{name} must be JSON that PostgreSQL can store: {problem} in a key at {where}"
-                )
-
-
-def _unstorable(text: str) -> str:
-    """Why jsonb cannot store this string, or "" if it can."""
-    if "\x00" in text:
-        return "NUL character"
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return "lone surrogate"
-    return ""

@@ -29,11 +29,11 @@ from .. import store
 from ..backend import JobTask, resolve_task
 from ..conf import jobs_settings
 from ..exceptions import JobsError, SoftTimeLimitExceeded
+from ..payloads import check_result, decode_payload, error_record
 from ..retry import RetryPolicy, decide
 from .config import WorkerConfig
 from .db import CONNECTION_ERRORS, Connection
 from .outcomes import OutcomeBuffer
-from .payloads import check_result, decode_payload, error_record
 from .slots import SlotTable
 
 logger = logging.getLogger("jobs.worker")

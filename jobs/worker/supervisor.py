@@ -32,12 +32,12 @@ from django.db import connections
 from .. import store
 from ..backend import JobTask, resolve_task
 from ..exceptions import JobsError, ProcessDied, TimeLimitExceeded
+from ..payloads import error_record
 from ..retry import RetryPolicy, decide
 from . import registry
 from .config import WorkerConfig
 from .db import CONNECTION_ERRORS, Connection
 from .executor import EXIT_OK, EXIT_RECYCLE, Executor
-from .payloads import error_record
 from .slots import Running, SlotTable
 
 logger = logging.getLogger("jobs.worker")

@@ -100,7 +100,7 @@ def test_unstorable_return_value_ends_dead_without_taking_its_batch_down(tmp_pat
 
     dead = job(bad)
     assert (dead.attempt, dead.errors[0]["exception"]) == (1, "jobs.exceptions.BadReturnValue")
-    assert "U+0000" in dead.last_error
+    assert dead.last_error == "return value cannot be stored as jsonb: a string contains a NUL character"
     assert set(side_effect_counts().values()) == {1}
     assert "event=executor_lost" not in worker.log()
 
