@@ -20,7 +20,7 @@ from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
-from . import store
+from . import signals, store
 from .conf import MAX_LEASE_SECONDS, jobs_settings
 from .exceptions import BadTaskOptions, InvalidPayload
 from .models import Job
@@ -208,12 +208,17 @@ class PostgresBackend(BaseTaskBackend):
         with psycopg.Cursor(conn.connection) as cursor:
             outcome = store.insert_jobs(cursor, rows, prepare=jobs_settings().PREPARED_STATEMENTS)
         results = []
+        announce = signals.observed(signals.task_enqueued)
         for (task, args, kwargs), (job_id, created) in zip(calls, outcome, strict=True):
             if created:
                 results.append(self._fresh_result(task, job_id, args, kwargs))
             else:
                 existing = self.get_result(str(job_id))
                 results.append(replace(existing, deduplicated=True))
+        if announce:
+            for result in results:
+                if not result.deduplicated:
+                    signals.task_enqueued.send(sender=type(self), task_result=result)
         return results
 
     def _fresh_result(

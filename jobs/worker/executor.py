@@ -20,12 +20,12 @@ import time
 import uuid
 from dataclasses import replace
 from functools import partial
-from typing import Any
+from typing import Any, cast
 
 from django.db import close_old_connections, connections
 from django.tasks import Task, TaskContext, TaskResult, TaskResultStatus
 
-from .. import store
+from .. import signals, store
 from ..backend import JobTask, resolve_task
 from ..conf import jobs_settings
 from ..exceptions import JobsError, SoftTimeLimitExceeded
@@ -237,16 +237,29 @@ class Executor:
             started + timeout if timeout else 0.0,
             min(lease_seconds, self.shortest_lease),
         )
+        running: TaskResult | None = None
+        if (
+            task.takes_context
+            or signals.observed(signals.task_started)
+            or signals.observed(signals.task_finished)
+        ):
+            running = self._task_result(task, row, args, kwargs)
+            if signals.observed(signals.task_started):
+                signals.task_started.send(sender=type(task.get_backend()), task_result=running)
         try:
             if task.takes_context:
-                context: Any = TaskContext(task_result=self._task_result(task, row, args, kwargs))
+                context: Any = TaskContext(task_result=cast(TaskResult, running))
                 value = self._call(task, soft, context, *args, **kwargs)
             else:
                 value = self._call(task, soft, *args, **kwargs)
             outcome.update(state="succeeded", result=check_result(value))
             self._log(row, started, "succeeded")
+            if running is not None and signals.observed(signals.task_finished):
+                signals.send_finished(type(task.get_backend()), running, value=value)
         except BaseException as exc:  # noqa: BLE001 - every failure is the job's outcome
             decision = decide(exc, attempt=attempt, policy=policy)
+            if decision.state == "dead" and running is not None and signals.observed(signals.task_finished):
+                signals.send_finished(type(task.get_backend()), running, error=exc)
             outcome.update(state=decision.state, delay=decision.delay, error=error_record(exc))
             if decision.refund:
                 outcome["refund"] = 1
