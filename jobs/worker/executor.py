@@ -64,6 +64,8 @@ class Executor:
         # True only while a handler runs: the soft time limit may interrupt nothing else.
         self.in_handler = False
         self.batch_size = 1
+        # The queue order of the last claim.
+        self.claimed_from: list[str] = []
         self.shortest_lease = config.lease_seconds
         # The jobs of the batch being run: claimed under our token, not yet given back.
         self.batch_ids: list[uuid.UUID] = []
@@ -142,10 +144,11 @@ class Executor:
             self.db.drop()
 
     def _claim(self, cursor: Any) -> list[tuple[Any, ...]]:
+        self.claimed_from = self.config.queue_order()
         return store.claim(
             cursor,
             worker=self.token,
-            queues=self.config.queue_order(),
+            queues=self.claimed_from,
             limit=self.batch_size,
             lease_seconds=self.config.lease_seconds,
             default_timeout=self.config.default_timeout or None,
@@ -181,6 +184,10 @@ class Executor:
 
     def _run_batch(self, rows: list[tuple[Any, ...]]) -> None:
         started = time.monotonic()
+        # UPDATE ... RETURNING gives no order: run the batch as the claim chose it, queue by
+        # queue (row[9]) in the order visited, higher priority (row[10]) first.
+        rank = {name: position for position, name in enumerate(self.claimed_from)}
+        rows.sort(key=lambda row: (rank.get(row[9], 0), -row[10]))
         self.batch_ids = [row[0] for row in rows]
         # Jobs waiting their turn in the batch are under lease too: the supervisor beats
         # at a third of the shortest lease in hand.

@@ -139,3 +139,22 @@ def test_rows_that_cannot_run_go_to_dead_and_the_worker_keeps_running(side_effec
     assert basic.report_attempt.get_result(odd["context"].id).return_value == 1
     assert "event=executor_crashed" not in output
     assert "event=executor_lost" not in output
+
+
+def test_a_worker_runs_higher_priority_jobs_first_within_and_across_batches(side_effects: None) -> None:
+    # Interleaved priorities, enqueued in one statement: claims come in batches of up to
+    # JOBS_MAX_BATCH, and each batch must still run in priority order.
+    calls = [
+        (basic.record.using(priority=priority), [f"p{priority}:{n}"], {})
+        for n in range(40)
+        for priority in (-5, 0, 5)
+    ]
+    basic.record.get_backend().bulk_enqueue(calls)
+    finish(start_worker(JOBS_MAX_BATCH="50"))
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT key FROM test_side_effects ORDER BY id")
+        order = [int(key.split(":")[0][1:]) for (key,) in cursor.fetchall()]
+    assert len(order) == 120
+    assert order == sorted(order, reverse=True)
