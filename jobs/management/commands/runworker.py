@@ -53,7 +53,7 @@ class Command(BaseCommand):
             queues = parse_queues(options["queues"] or ",".join(sorted(known)), known=known)
         except QueueSpecError as exc:
             raise CommandError(f"--queues: {exc}") from exc
-        concurrency = options["concurrency"] or os.cpu_count() or 1
+        concurrency = options["concurrency"] if options["concurrency"] is not None else os.cpu_count() or 1
         if concurrency < 1:
             raise CommandError("--concurrency must be at least 1")
         for name in ("shutdown_timeout", "poll_interval"):
