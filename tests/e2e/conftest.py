@@ -3,15 +3,10 @@ Django's live server on the test database."""
 
 from __future__ import annotations
 
-import os
 import shutil
 from collections.abc import Iterator
 
 import pytest
-
-# Playwright's sync API runs an event loop in the test's thread; the ORM calls the tests
-# make between page actions are still plain synchronous code.
-os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMIUM_FLAGS = [
@@ -30,7 +25,11 @@ CHROMIUM_FLAGS = [
 def browser() -> Iterator[object]:
     from playwright.sync_api import sync_playwright
 
-    with sync_playwright() as playwright:
+    # Playwright's sync API runs an event loop in this thread for as long as the browser
+    # lives; the ORM calls the tests (and pytest-django's teardown) make meanwhile are still
+    # plain synchronous code.
+    with pytest.MonkeyPatch.context() as patch, sync_playwright() as playwright:
+        patch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
         browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS)
         yield browser
         browser.close()
