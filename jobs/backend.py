@@ -207,14 +207,18 @@ class PostgresBackend(BaseTaskBackend):
         conn.ensure_connection()
         with psycopg.Cursor(conn.connection) as cursor:
             outcome = store.insert_jobs(cursor, rows, prepare=jobs_settings().PREPARED_STATEMENTS)
+        # Jobs that a dedupe key led back to, read in one query however many there are.
+        held = {job_id for job_id, created in outcome if not created}
+        existing = (
+            {job.id: job for job in Job.objects.using(self.database).filter(id__in=held)} if held else {}
+        )
         results = []
         announce = signals.observed(signals.task_enqueued)
         for (task, args, kwargs), (job_id, created) in zip(calls, outcome, strict=True):
             if created:
                 results.append(self._fresh_result(task, job_id, args, kwargs))
             else:
-                existing = self.get_result(str(job_id))
-                results.append(replace(existing, deduplicated=True))
+                results.append(replace(self.result_from_job(existing[job_id]), deduplicated=True))
         if announce:
             for result in results:
                 if not result.deduplicated:

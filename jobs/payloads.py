@@ -40,8 +40,9 @@ def dump_payload(name: str, value: Any) -> str:
         text = json.dumps(value, allow_nan=False, separators=(",", ":"))
     except (TypeError, ValueError) as exc:
         raise InvalidPayload(f"{name} must be JSON-serializable: {exc}") from exc
-    # json.dumps escapes NUL as \u0000 and surrogates as \udXXX: only then can a string
-    # be one PostgreSQL refuses (astral characters, escaped as surrogate pairs, are fine).
+    # json.dumps escapes NUL as \u0000 and a surrogate as \udc80 and the like: only then
+    # can a string be one PostgreSQL refuses (astral characters, escaped as surrogate
+    # pairs, are fine).
     _check_payload(name, value, check_text="\\u0000" in text or "\\ud" in text)
     return text
 
