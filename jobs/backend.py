@@ -9,6 +9,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
+from datetime import datetime
 from typing import Any
 
 import psycopg
@@ -24,7 +25,8 @@ from . import signals, store
 from .conf import MAX_LEASE_SECONDS, jobs_settings
 from .exceptions import BadTaskOptions, InvalidPayload
 from .models import Job
-from .payloads import dump_payload
+from .ownership import MAX_OWNER_LENGTH, owner_key
+from .payloads import dump_payload, unstorable_text
 from .retry import RetryPolicy
 from .states import TASK_STATUS, State
 
@@ -32,6 +34,7 @@ from .states import TASK_STATUS, State
 JOB_OPTIONS = (
     "max_attempts", "backoff_base", "backoff_cap", "jitter", "timeout", "soft_timeout",
     "lease_seconds", "non_retryable", "dedupe_key", "dedupe_window", "trace_id",
+    "owner", "public", "expires_at",
 )  # fmt: skip
 
 
@@ -54,10 +57,21 @@ class JobTask(Task):
     # Seconds: the key is held at most this long after the first enqueue.
     dedupe_window: float | None = None
     trace_id: str | None = None
+    # Whose job it is (jobs.ownership.owner_key of a user, or any string) and whether the
+    # status API shows its bare status to anyone holding the id.
+    owner: str | None = None
+    public: bool = False
+    # Not-started deadline: a job that would start after it ends expired, never run.
+    expires_at: datetime | None = None
 
     def using(self, **changes: Any) -> JobTask:
         """Django's ``using`` plus this queue's options, e.g. ``using(dedupe_key=...)``."""
         own = {k: changes.pop(k) for k in list(changes) if k in JOB_OPTIONS}
+        if own.get("owner") is not None:
+            try:
+                own["owner"] = owner_key(own["owner"])
+            except TypeError as exc:
+                raise InvalidTask(str(exc)) from exc
         # Not super(): @dataclass(slots=True) builds a new class, and the zero-argument
         # super() of a method still refers to the one it replaced.
         task = Task.using(self, **changes) if changes else self
@@ -131,6 +145,20 @@ class PostgresBackend(BaseTaskBackend):
             raise InvalidTask("soft_timeout must be shorter than timeout.")
         if task.dedupe_window is not None and not task.dedupe_key:
             raise InvalidTask("dedupe_window needs a dedupe_key.")
+        owner = task.owner
+        if owner is not None and not (
+            isinstance(owner, str) and 0 < len(owner) <= MAX_OWNER_LENGTH and not unstorable_text(owner)
+        ):
+            raise InvalidTask(
+                f"owner must be a model instance or a string of 1 to {MAX_OWNER_LENGTH} characters."
+            )
+        if not isinstance(task.public, bool):
+            raise InvalidTask("public must be True or False.")
+        if task.expires_at is not None:
+            if not isinstance(task.expires_at, datetime):
+                raise InvalidTask("expires_at must be a datetime.")
+            if timezone.is_naive(task.expires_at):
+                raise InvalidTask("expires_at must be an aware datetime (naive ones are ambiguous).")
 
     def _options(self, task: Task) -> dict[str, Any]:
         """The columns every job of this task shares (validated once per enqueue call)."""
@@ -151,6 +179,9 @@ class PostgresBackend(BaseTaskBackend):
             "dedupe_key": options.dedupe_key,
             "dedupe_window": options.dedupe_window,
             "trace_id": options.trace_id,
+            "owner": options.owner or "",
+            "public": options.public,
+            "expires_at": options.expires_at,
             "limit": conf.MAX_PAYLOAD_BYTES,
         }
 
@@ -181,6 +212,9 @@ class PostgresBackend(BaseTaskBackend):
             dedupe_window=options["dedupe_window"],
             # Without a trace to join, a job starts its own: its id.
             trace_id=options["trace_id"] or job_id.hex,
+            owner=options["owner"],
+            public=options["public"],
+            expires_at=options["expires_at"],
         )
 
     # --- enqueue ----------------------------------------------------------------------

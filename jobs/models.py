@@ -13,7 +13,7 @@ from django.db.models.functions import Now
 from .states import State
 
 UNFINISHED_STATES = [State.QUEUED, State.RUNNING]
-FINISHED_STATES = [State.SUCCEEDED, State.DEAD, State.CANCELLED]
+FINISHED_STATES = [State.SUCCEEDED, State.DEAD, State.CANCELLED, State.EXPIRED]
 
 
 class Job(models.Model):
@@ -62,6 +62,13 @@ class Job(models.Model):
     # Set when the window passed and a newer job took the key over.
     dedupe_lapsed = models.BooleanField(default=False, db_default=False)
     trace_id = models.TextField(blank=True, default="", db_default="")
+    # Whose job this is, as an opaque key (jobs.ownership.owner_key: "auth.user:42"); empty
+    # for the system's own jobs. The status API shows a job to its owner and to staff, and
+    # its bare status to anyone holding the id when ``public`` is set.
+    owner = models.TextField(blank=True, default="", db_default="")
+    public = models.BooleanField(default=False, db_default=False)
+    # A not-started deadline: a job that would start after it ends expired without running.
+    expires_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         db_table = "jobs_job"
@@ -109,6 +116,12 @@ class Job(models.Model):
                 fields=["worker_id"],
                 name="jobs_job_worker",
                 condition=models.Q(state=State.RUNNING),
+            ),
+            # A user's own jobs (reports, imports, the email API's clients).
+            models.Index(
+                fields=["owner", "-created_at"],
+                name="jobs_job_owner",
+                condition=~models.Q(owner=""),
             ),
             # Pruning and the console's finished-job views.
             models.Index(

@@ -4,22 +4,32 @@ import uuid
 from typing import Any
 
 from .models import Job
+from .ownership import may_see
 from .states import TASK_STATUS, State
 
 
-def job_status(*, job_id: uuid.UUID) -> dict[str, Any] | None:
-    """What a client may know about a job: no payload, no traceback."""
+def job_status(*, job_id: uuid.UUID, viewer: Any = None) -> dict[str, Any] | None:
+    """What ``viewer`` (``request.user``) may know about a job, or None if nothing.
+
+    The owner and staff see the status with the result and the last error; anyone holding
+    the id of a public job sees its bare status (a signup's job: nothing personal). The
+    payload and tracebacks are never shown: they may carry personal data.
+    """
     job = (
         Job.objects.filter(id=job_id)
         .only(
             "id", "state", "task_path", "queue_name", "attempt", "max_attempts", "created_at",
-            "started_at", "finished_at", "last_error", "result", "run_at", "trace_id",
+            "started_at", "finished_at", "last_error", "result", "run_at", "trace_id", "owner",
+            "public", "expires_at",
         )
         .first()
-    )
+    )  # fmt: skip
     if job is None:
         return None
-    return {
+    full = may_see(owner=job.owner, public=job.public, user=viewer)
+    if not full and not job.public:
+        return None
+    status: dict[str, Any] = {
         "id": str(job.id),
         "status": job.state,
         "task_status": TASK_STATUS[State(job.state)].value,
@@ -32,9 +42,12 @@ def job_status(*, job_id: uuid.UUID) -> dict[str, Any] | None:
         "run_at": _iso(job.run_at),
         "started_at": _iso(job.started_at),
         "finished_at": _iso(job.finished_at),
-        "last_error": job.last_error or None,
-        "result": job.result if job.state == State.SUCCEEDED else None,
+        "expires_at": _iso(job.expires_at),
     }
+    if full:
+        status["last_error"] = job.last_error or None
+        status["result"] = job.result if job.state == State.SUCCEEDED else None
+    return status
 
 
 def _iso(value: Any) -> str | None:

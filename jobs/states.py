@@ -25,15 +25,19 @@ class State(models.TextChoices):
     DEAD = "dead", "Dead"
     # Withdrawn by an operator or by code before it ran to completion.
     CANCELLED = "cancelled", "Cancelled"
+    # Its not-started deadline (``expires_at``) passed before a worker could start it: it
+    # never ran, and never will (an OTP that would arrive too late). Set by the claim.
+    EXPIRED = "expired", "Expired"
 
 
-FINISHED = frozenset({State.SUCCEEDED, State.DEAD, State.CANCELLED})
+FINISHED = frozenset({State.SUCCEEDED, State.DEAD, State.CANCELLED, State.EXPIRED})
 UNFINISHED = frozenset({State.QUEUED, State.RUNNING})
 
 # (from, to) pairs that jobs/store/ performs. Anything else is a bug.
 TRANSITIONS: frozenset[tuple[State, State]] = frozenset(
     {
         (State.QUEUED, State.RUNNING),  # claim
+        (State.QUEUED, State.EXPIRED),  # claimed after its not-started deadline
         (State.QUEUED, State.CANCELLED),  # cancel before it ran
         (State.QUEUED, State.DEAD),  # discarded before it ran (operator)
         (State.RUNNING, State.SUCCEEDED),  # complete
@@ -42,6 +46,7 @@ TRANSITIONS: frozenset[tuple[State, State]] = frozenset(
         (State.RUNNING, State.CANCELLED),  # cancel while running: the outcome is dropped
         (State.DEAD, State.QUEUED),  # replay
         (State.CANCELLED, State.QUEUED),  # replay
+        (State.EXPIRED, State.QUEUED),  # replay (the deadline is lifted)
     }
 )
 
@@ -51,4 +56,5 @@ TASK_STATUS = {
     State.SUCCEEDED: TaskResultStatus.SUCCESSFUL,
     State.DEAD: TaskResultStatus.FAILED,
     State.CANCELLED: TaskResultStatus.FAILED,
+    State.EXPIRED: TaskResultStatus.FAILED,
 }

@@ -10,7 +10,8 @@ from . import selectors
 
 @require_GET
 def job_status(request: HttpRequest, job_id: uuid.UUID) -> JsonResponse:
-    status = selectors.job_status(job_id=job_id)
+    # Jobs the viewer may not see are as absent as unknown ones: an id reveals nothing.
+    status = selectors.job_status(job_id=job_id, viewer=request.user)
     if status is None:
         raise Http404("no such job")
     return JsonResponse(status)

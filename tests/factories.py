@@ -98,7 +98,7 @@ def job(
         values.update(started_at=now, last_attempted_at=now)
     if state == State.RUNNING:
         values.update(worker_id=worker, lease_expires_at=now + timedelta(seconds=lease_seconds))
-    if state in (State.SUCCEEDED, State.DEAD, State.CANCELLED):
+    if state in (State.SUCCEEDED, State.DEAD, State.CANCELLED, State.EXPIRED):
         values["finished_at"] = now
     if state == State.SUCCEEDED:
         values["result"] = None
@@ -178,7 +178,8 @@ def run_due(
         with connection.cursor() as cursor:
             rows = store.claim(cursor, worker=token, queues=list(queues), limit=limit, now=now)
         with keep_connection:
-            outcomes = [executor._execute(claimed) for claimed in rows]
+            # Expired rows (claimed after their deadline) were settled by the claim itself.
+            outcomes = [executor._execute(claimed) for claimed in rows if not claimed[11]]
         with connection.cursor() as cursor:
             store.record_outcomes(cursor, worker=token, outcomes=outcomes, now=now)
     finally:

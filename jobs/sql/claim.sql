@@ -5,12 +5,13 @@
 -- sub-select walks the partial index jobs_job_claimable (state = 'queued') and stops after
 -- %(limit)s rows; SKIP LOCKED lets concurrent claimers pass each other without waiting.
 -- The attempt is counted here, so a job that kills its worker still uses one up. Jobs
--- whose task sets no lease or time limit get the worker's.
+-- whose task sets no lease or time limit get the worker's. A job whose not-started
+-- deadline (expires_at) has passed is not started: it ends expired, using no attempt.
 WITH candidates AS (
-    SELECT c.id
+    SELECT c.id, coalesce(c.expires_at <= coalesce(%(now)s, now()), false) AS expired
     FROM unnest(%(queues)s::text[]) WITH ORDINALITY AS q(name, ord)
     CROSS JOIN LATERAL (
-        SELECT j.id
+        SELECT j.id, j.expires_at
         FROM jobs_job j
         WHERE j.state = 'queued'
           AND j.queue_name = q.name
@@ -22,16 +23,24 @@ WITH candidates AS (
     LIMIT %(limit)s
 )
 UPDATE jobs_job j
-SET state = 'running',
-    attempt = j.attempt + 1,
-    worker_id = %(worker)s,
-    worker_ids = array_append(j.worker_ids, %(worker)s::uuid),
-    lease_expires_at = coalesce(%(now)s, now())
-                       + coalesce(j.lease_seconds, %(lease_seconds)s) * interval '1 second',
-    started_at = coalesce(j.started_at, coalesce(%(now)s, now())),
-    last_attempted_at = coalesce(%(now)s, now())
+SET state = CASE WHEN c.expired THEN 'expired' ELSE 'running' END,
+    attempt = CASE WHEN c.expired THEN j.attempt ELSE j.attempt + 1 END,
+    worker_id = CASE WHEN c.expired THEN NULL ELSE %(worker)s::uuid END,
+    worker_ids = CASE WHEN c.expired THEN j.worker_ids
+                      ELSE array_append(j.worker_ids, %(worker)s::uuid) END,
+    lease_expires_at = CASE WHEN c.expired THEN NULL
+                            ELSE coalesce(%(now)s, now())
+                                 + coalesce(j.lease_seconds, %(lease_seconds)s) * interval '1 second'
+                       END,
+    started_at = CASE WHEN c.expired THEN j.started_at
+                      ELSE coalesce(j.started_at, coalesce(%(now)s, now())) END,
+    last_attempted_at = CASE WHEN c.expired THEN j.last_attempted_at ELSE coalesce(%(now)s, now()) END,
+    finished_at = CASE WHEN c.expired THEN coalesce(%(now)s, now()) END,
+    last_error = CASE WHEN c.expired THEN 'expired: not started before ' || j.expires_at::text
+                      ELSE j.last_error END
 FROM candidates c
 WHERE j.id = c.id
 RETURNING j.id, j.task_path, j.args, j.kwargs, j.attempt, j.max_attempts,
           coalesce(j.timeout, %(default_timeout)s::float8),
-          coalesce(j.lease_seconds, %(lease_seconds)s), j.trace_id, j.queue_name, j.priority
+          coalesce(j.lease_seconds, %(lease_seconds)s), j.trace_id, j.queue_name, j.priority,
+          c.expired

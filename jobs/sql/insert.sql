@@ -7,22 +7,23 @@
 WITH ins AS (
     INSERT INTO jobs_job (id, task_path, queue_name, priority, args, kwargs, run_at,
                           max_attempts, timeout, lease_seconds, backoff_base, backoff_cap,
-                          dedupe_key, dedupe_until, trace_id)
+                          dedupe_key, dedupe_until, trace_id, owner, public, expires_at)
     SELECT t.id, t.task_path, t.queue_name, t.priority, t.args::jsonb, t.kwargs::jsonb,
            coalesce(t.run_at, coalesce(%(now)s, now())),
            t.max_attempts, t.timeout, t.lease_seconds, t.backoff_base, t.backoff_cap,
            t.dedupe_key,
            coalesce(%(now)s, now()) + t.dedupe_window * interval '1 second',
-           t.trace_id
+           t.trace_id, t.owner, t.public, t.expires_at
     FROM unnest(%(id)s::uuid[], %(task_path)s::text[], %(queue_name)s::text[],
                 %(priority)s::smallint[], %(args)s::text[], %(kwargs)s::text[],
                 %(run_at)s::timestamptz[], %(max_attempts)s::int[], %(timeout)s::float8[],
                 %(lease_seconds)s::float8[], %(backoff_base)s::float8[],
                 %(backoff_cap)s::float8[], %(dedupe_key)s::text[],
-                %(dedupe_window)s::float8[], %(trace_id)s::text[])
+                %(dedupe_window)s::float8[], %(trace_id)s::text[], %(owner)s::text[],
+                %(public)s::bool[], %(expires_at)s::timestamptz[])
          AS t(id, task_path, queue_name, priority, args, kwargs, run_at, max_attempts,
               timeout, lease_seconds, backoff_base, backoff_cap, dedupe_key, dedupe_window,
-              trace_id)
+              trace_id, owner, public, expires_at)
     ON CONFLICT (dedupe_key)
         WHERE dedupe_key IS NOT NULL AND NOT dedupe_lapsed
               AND state IN ('queued', 'running')

@@ -2,14 +2,14 @@
 WITH ins AS (
     INSERT INTO jobs_job (id, task_path, queue_name, priority, args, kwargs, run_at,
                           max_attempts, timeout, lease_seconds, backoff_base, backoff_cap,
-                          dedupe_key, dedupe_until, trace_id)
+                          dedupe_key, dedupe_until, trace_id, owner, public, expires_at)
     VALUES (%(id)s, %(task_path)s, %(queue_name)s, %(priority)s, %(args)s::jsonb,
             %(kwargs)s::jsonb, coalesce(%(run_at)s::timestamptz, %(now)s::timestamptz, now()),
             %(max_attempts)s, %(timeout)s::float8, %(lease_seconds)s::float8,
             %(backoff_base)s::float8, %(backoff_cap)s::float8, %(dedupe_key)s::text,
             coalesce(%(now)s::timestamptz, now())
                 + %(dedupe_window)s::float8 * interval '1 second',
-            %(trace_id)s)
+            %(trace_id)s, %(owner)s, %(public)s, %(expires_at)s::timestamptz)
     ON CONFLICT (dedupe_key)
         WHERE dedupe_key IS NOT NULL AND NOT dedupe_lapsed
               AND state IN ('queued', 'running')

@@ -30,12 +30,15 @@ class NewJob:
     dedupe_key: str | None = None
     dedupe_window: float | None = None
     trace_id: str = ""
+    owner: str = ""
+    public: bool = False
+    expires_at: datetime | None = None
 
 
 _INSERT_COLUMNS = (
     "id", "task_path", "queue_name", "priority", "args", "kwargs", "run_at",
     "max_attempts", "timeout", "lease_seconds", "backoff_base", "backoff_cap", "dedupe_key",
-    "dedupe_window", "trace_id",
+    "dedupe_window", "trace_id", "owner", "public", "expires_at",
 )  # fmt: skip
 
 
@@ -94,7 +97,7 @@ def insert_jobs(
 COPY_THRESHOLD = 50
 _COPY_COLUMNS = (
     "id", "task_path", "queue_name", "priority", "args", "kwargs", "max_attempts", "timeout",
-    "lease_seconds", "backoff_base", "backoff_cap", "trace_id",
+    "lease_seconds", "backoff_base", "backoff_cap", "trace_id", "owner", "public", "expires_at",
 )  # fmt: skip
 
 
@@ -112,7 +115,7 @@ def _copy_jobs(cursor: Any, jobs: Sequence[NewJob], *, notify: bool, now: dateti
                 values = (
                     job.id, job.task_path, job.queue_name, job.priority, job.args, job.kwargs,
                     job.max_attempts, job.timeout, job.lease_seconds, job.backoff_base,
-                    job.backoff_cap, job.trace_id,
+                    job.backoff_cap, job.trace_id, job.owner, job.public, job.expires_at,
                 )  # fmt: skip
                 copy.write_row((*values, job.run_at or now) if explicit_run_at else values)
     if notify:

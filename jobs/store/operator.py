@@ -50,8 +50,8 @@ def replay(
     args: list[Any] | None = None,
     kwargs: dict[str, Any] | None = None,
 ) -> None:
-    """Queue a dead or cancelled job again with fresh attempts, optionally with a new
-    payload. Its error history is kept."""
+    """Queue a dead, cancelled or expired job again with fresh attempts, optionally with a
+    new payload. Its error history is kept; an expired job's deadline is lifted."""
     values: dict[str, Any] = {}
     if args is not None:
         values["args"] = args
@@ -60,8 +60,9 @@ def replay(
     with transaction.atomic():
         _guarded_update(
             job_id,
-            [State.DEAD, State.CANCELLED],
+            [State.DEAD, State.CANCELLED, State.EXPIRED],
             state=State.QUEUED,
+            expires_at=None,
             attempt=0,
             worker_ids=[],
             run_at=Now(),

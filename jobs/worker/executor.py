@@ -127,6 +127,13 @@ class Executor:
                 self.notified = False
                 with self.db_lock:
                     rows = self.db.run(self._claim)
+                if any(row[11] for row in rows):
+                    for row in rows:
+                        if row[11]:
+                            self._log(row, time.monotonic(), "expired")
+                    rows = [row for row in rows if not row[11]]
+                    if not rows:
+                        continue
                 if not rows:
                     self.flush()
                     if self.config.burst:
@@ -223,7 +230,7 @@ class Executor:
 
     def _execute(self, row: tuple[Any, ...]) -> dict[str, Any]:
         (job_id, task_path, args, kwargs, attempt, max_attempts, timeout, lease_seconds,
-         _trace_id, _queue_name, _priority) = row  # fmt: skip
+         _trace_id, _queue_name, _priority, *_) = row  # fmt: skip
         started = time.monotonic()
         outcome: dict[str, Any] = {"id": str(job_id), "attempt": attempt}
         try:

@@ -495,3 +495,51 @@ def test_aenqueue_inserts_a_job() -> None:
     assert count_elsewhere(result.id) == 1
     fetched = async_to_sync(basic.add.aget_result)(result.id)
     assert (fetched.id, fetched.args) == (result.id, [2, 3])
+
+
+# --- owner, public, not-started deadline ----------------------------------------------
+
+
+@pytest.mark.django_db
+def test_owner_is_stored_as_a_key(django_user_model: Any) -> None:
+    user = django_user_model.objects.create_user("kim", "kim@example.com", "pw-kim-1234")
+    by_instance = basic.record.using(owner=user, public=True).enqueue(1)
+    by_string = basic.record.using(owner="tenant:7").enqueue(2)
+    rows = {str(j.id): j for j in Job.objects.all()}
+    assert rows[by_instance.id].owner == f"auth.user:{user.pk}" and rows[by_instance.id].public
+    assert rows[by_string.id].owner == "tenant:7" and not rows[by_string.id].public
+    bulk = basic.record.using(owner=user).enqueue_many([((n,), {}) for n in range(60)])
+    assert Job.objects.filter(id__in=[r.id for r in bulk], owner=f"auth.user:{user.pk}").count() == 60
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"owner": 42}, "owner is a saved model instance or a string"),
+        ({"owner": ""}, "owner must be"),
+        ({"owner": "x" * 201}, "owner must be"),
+        ({"public": "yes"}, "public must be True or False"),
+        ({"expires_at": "tomorrow"}, "expires_at must be a datetime"),
+        ({"expires_at": datetime(2030, 1, 1)}, "expires_at must be an aware datetime"),  # noqa: DTZ001
+    ],
+)
+def test_bad_owner_public_or_deadline_is_refused(options: dict[str, Any], message: str) -> None:
+    with pytest.raises(InvalidTask, match=message):
+        basic.record.using(**options).enqueue(1)
+    assert not Job.objects.exists()
+
+
+@pytest.mark.django_db
+def test_a_job_claimed_after_its_deadline_expires_without_running(side_effects: None) -> None:
+    now = timezone.now()
+    late = basic.record.using(expires_at=now + timedelta(seconds=1)).enqueue("late")
+    on_time = basic.record.using(expires_at=now + timedelta(hours=1)).enqueue("on-time")
+    factories.run_due(now=now + timedelta(seconds=2))
+    expired, ran = Job.objects.get(id=late.id), Job.objects.get(id=on_time.id)
+    assert expired.state == State.EXPIRED and expired.attempt == 0 and expired.finished_at
+    assert expired.worker_ids == [] and expired.errors == []
+    assert ran.state == State.SUCCEEDED
+    store.replay(late.id)
+    replayed = Job.objects.get(id=late.id)
+    assert replayed.state == State.QUEUED and replayed.expires_at is None

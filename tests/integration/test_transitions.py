@@ -94,6 +94,10 @@ def owner(job: Job) -> uuid.UUID:
 
 OPERATIONS: dict[str, Callable[[Job], object]] = {
     "claim": lambda job: claim(),
+    "claim_expired": lambda job: (
+        Job.objects.filter(id=job.id, state=State.QUEUED).update(expires_at=T0 - timedelta(seconds=1)),
+        claim(),
+    ),
     "succeed": lambda job: record(owner(job), succeeded(job)),
     "retry": lambda job: record(owner(job), retried(job)),
     "fail": lambda job: record(owner(job), dead(job)),
@@ -110,6 +114,7 @@ OPERATOR_ACTIONS = {"cancel", "discard", "replay", "run_now"}
 # What each operation does to a row in a given state; every other pair changes nothing.
 EXPECTED: dict[tuple[str, State], State] = {
     ("claim", State.QUEUED): State.RUNNING,
+    ("claim_expired", State.QUEUED): State.EXPIRED,
     ("cancel", State.QUEUED): State.CANCELLED,
     ("discard", State.QUEUED): State.DEAD,
     ("run_now", State.QUEUED): State.QUEUED,
@@ -122,6 +127,7 @@ EXPECTED: dict[tuple[str, State], State] = {
     ("cancel", State.RUNNING): State.CANCELLED,
     ("replay", State.DEAD): State.QUEUED,
     ("replay", State.CANCELLED): State.QUEUED,
+    ("replay", State.EXPIRED): State.QUEUED,
 }
 
 
@@ -167,7 +173,7 @@ def test_claim_starts_an_attempt_under_a_lease() -> None:
     # Django's cursor hands jsonb over as text; the worker's own connection decodes it.
     assert (json.loads(claimed[2]), json.loads(claimed[3])) == ([1, 2], {"x": "y"})
     assert claimed[:2] + claimed[4:] == (
-        job.id, factories.NOOP, 1, 3, None, 45.0, job.trace_id, "default", 5,
+        job.id, factories.NOOP, 1, 3, None, 45.0, job.trace_id, "default", 5, False,
     )  # fmt: skip
     job.refresh_from_db()
     assert (job.state, job.attempt, job.worker_id, job.worker_ids) == (State.RUNNING, 1, worker, [worker])
