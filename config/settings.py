@@ -98,6 +98,13 @@ JOBS = {
     # it never holds more work than it expects to finish within this many seconds.
     "PREFETCH_HORIZON": env.float("JOBS_PREFETCH_HORIZON", default=0.05),
     "MAX_BATCH": env.int("JOBS_MAX_BATCH", default=200),
+    # Per executor: async handlers running at once, and handler threads for blocking tasks
+    # that wait on I/O (0: they run one at a time in the executor's main thread).
+    "ASYNC_CONCURRENCY": env.int("JOBS_ASYNC_CONCURRENCY", default=50),
+    "THREADS": env.int("JOBS_THREADS", default=0),
+    # A job whose task does not import (a deploy rolling out) is retried, using no attempt,
+    # for this long before it goes dead (seconds).
+    "UNKNOWN_TASK_GRACE": env.float("JOBS_UNKNOWN_TASK_GRACE", default=600.0),
     "REAPER_INTERVAL": env.float("JOBS_REAPER_INTERVAL", default=30.0),
     "SHUTDOWN_TIMEOUT": env.float("JOBS_SHUTDOWN_TIMEOUT", default=30.0),
     # Prepared enqueue statements; off for PgBouncer < 1.21 in transaction mode.

@@ -30,6 +30,10 @@ from .payloads import dump_payload, unstorable_text
 from .retry import RetryPolicy
 from .states import TASK_STATUS, State
 
+# Longest dedupe key and trace id accepted at enqueue (characters).
+MAX_DEDUPE_KEY_LENGTH = 500
+MAX_TRACE_ID_LENGTH = 200
+
 # Options that @task(...) and .using(...) accept beyond Django's own.
 JOB_OPTIONS = (
     "max_attempts", "backoff_base", "backoff_cap", "jitter", "timeout", "soft_timeout",
@@ -88,23 +92,34 @@ class JobTask(Task):
             backoff_base=conf.BACKOFF_BASE if self.backoff_base is None else self.backoff_base,
             backoff_cap=conf.BACKOFF_CAP if self.backoff_cap is None else self.backoff_cap,
             jitter=self.jitter,
-            non_retryable=tuple(self._exception_class(entry) for entry in self.non_retryable),
+            non_retryable=exception_classes(self.non_retryable_paths(), owner=self.module_path),
         )
 
-    def _exception_class(self, entry: type[BaseException] | str) -> type[BaseException]:
-        # Raised as a JobsError, so the worker sends the job to dead with this reason
-        # instead of crashing on it before (or while) deciding the job's outcome.
-        try:
-            found = import_string(entry) if isinstance(entry, str) else entry
-        except Exception as exc:
-            raise BadTaskOptions(
-                f"non_retryable of {self.module_path} names {entry!r}, which cannot be imported: {exc!r}"
-            ) from exc
-        if not (isinstance(found, type) and issubclass(found, BaseException)):
-            raise BadTaskOptions(
-                f"non_retryable of {self.module_path} names {entry!r}, which is not an exception class"
-            )
-        return found
+    def non_retryable_paths(self) -> tuple[str, ...]:
+        """``non_retryable`` as dotted paths, the way a job row stores them."""
+        return tuple(
+            entry if isinstance(entry, str) else f"{entry.__module__}.{entry.__qualname__}"
+            for entry in self.non_retryable
+        )
+
+
+def exception_classes(paths: Sequence[str], *, owner: str) -> tuple[type[BaseException], ...]:
+    """Import ``non_retryable`` dotted paths; BadTaskOptions says which one is wrong."""
+    return tuple(_exception_class(path, owner) for path in paths)
+
+
+def _exception_class(path: str, owner: str) -> type[BaseException]:
+    # A JobsError, so that a worker meeting a bad row sends the job to dead with this
+    # reason instead of crashing on it while deciding the job's outcome.
+    try:
+        found = import_string(path)
+    except Exception as exc:
+        raise BadTaskOptions(
+            f"non_retryable of {owner} names {path!r}, which cannot be imported: {exc!r}"
+        ) from exc
+    if not (isinstance(found, type) and issubclass(found, BaseException)):
+        raise BadTaskOptions(f"non_retryable of {owner} names {path!r}, which is not an exception class")
+    return found
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -143,8 +158,31 @@ class PostgresBackend(BaseTaskBackend):
             raise InvalidTask(f"lease_seconds must be between 0 and {MAX_LEASE_SECONDS:g}.")
         if task.soft_timeout and task.timeout and task.soft_timeout >= task.timeout:
             raise InvalidTask("soft_timeout must be shorter than timeout.")
+        if task.dedupe_key is not None and not _bounded_text(task.dedupe_key, MAX_DEDUPE_KEY_LENGTH):
+            raise InvalidTask(
+                f"dedupe_key must be a non-empty string of at most {MAX_DEDUPE_KEY_LENGTH} characters "
+                f"without NUL (hash a longer key, e.g. hashlib.sha256(key).hexdigest()), "
+                f"not {task.dedupe_key!r:.80}."
+            )
         if task.dedupe_window is not None and not task.dedupe_key:
             raise InvalidTask("dedupe_window needs a dedupe_key.")
+        if task.trace_id is not None and not _bounded_text(task.trace_id, MAX_TRACE_ID_LENGTH):
+            raise InvalidTask(
+                f"trace_id must be a non-empty string of at most {MAX_TRACE_ID_LENGTH} characters "
+                f"without NUL, not {task.trace_id!r:.80}."
+            )
+        if not isinstance(task.jitter, bool):
+            raise InvalidTask("jitter must be True or False.")
+        if not isinstance(task.non_retryable, tuple | list):
+            raise InvalidTask("non_retryable must be a tuple of exception classes or dotted paths.")
+        for entry in task.non_retryable:
+            # Dotted paths are imported at enqueue (_options), not here: @task runs while
+            # its module is still being imported, and the class named may come later.
+            is_class = isinstance(entry, type) and issubclass(entry, BaseException)
+            if not isinstance(entry, str) and not is_class:
+                raise InvalidTask(
+                    f"non_retryable entries are exception classes or dotted paths, not {entry!r}."
+                )
         owner = task.owner
         if owner is not None and not (
             isinstance(owner, str) and 0 < len(owner) <= MAX_OWNER_LENGTH and not unstorable_text(owner)
@@ -165,6 +203,11 @@ class PostgresBackend(BaseTaskBackend):
         self.validate_task(task)
         conf = jobs_settings()
         options = task if isinstance(task, JobTask) else JobTask(func=task.func)
+        non_retryable = options.non_retryable_paths()
+        try:
+            exception_classes(non_retryable, owner=task.module_path)
+        except BadTaskOptions as exc:
+            raise InvalidTask(str(exc)) from exc
         return {
             "task_path": task.module_path,
             "queue_name": task.queue_name,
@@ -176,6 +219,9 @@ class PostgresBackend(BaseTaskBackend):
             "lease_seconds": options.lease_seconds,
             "backoff_base": options.backoff_base,
             "backoff_cap": options.backoff_cap,
+            "jitter": options.jitter,
+            "soft_timeout": options.soft_timeout,
+            "non_retryable": non_retryable,
             "dedupe_key": options.dedupe_key,
             "dedupe_window": options.dedupe_window,
             "trace_id": options.trace_id,
@@ -208,6 +254,9 @@ class PostgresBackend(BaseTaskBackend):
             lease_seconds=options["lease_seconds"],
             backoff_base=options["backoff_base"],
             backoff_cap=options["backoff_cap"],
+            jitter=options["jitter"],
+            soft_timeout=options["soft_timeout"],
+            non_retryable=options["non_retryable"],
             dedupe_key=options["dedupe_key"],
             dedupe_window=options["dedupe_window"],
             # Without a trace to join, a job starts its own: its id.
@@ -310,6 +359,10 @@ class PostgresBackend(BaseTaskBackend):
         if job.state == State.SUCCEEDED:
             object.__setattr__(result, "_return_value", job.result)
         return result
+
+
+def _bounded_text(value: object, limit: int) -> bool:
+    return isinstance(value, str) and 0 < len(value) <= limit and not unstorable_text(value)
 
 
 def enqueue_many(task: Task, calls: Iterable[tuple[Sequence[Any], dict[str, Any]]]) -> list[JobResult]:

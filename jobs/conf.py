@@ -21,6 +21,13 @@ class JobsSettings:
     MAX_PAYLOAD_BYTES: int = 64 * 1024
     PREFETCH_HORIZON: float = 0.05
     MAX_BATCH: int = 200
+    # Per executor: async handlers running at once on its event loop, and handler threads
+    # for blocking tasks (0: blocking tasks run one at a time in the executor's main thread).
+    ASYNC_CONCURRENCY: int = 50
+    THREADS: int = 0
+    # A job whose task does not import (a deploy rolling out) waits this long, retried with
+    # backoff and using no attempt, before it goes dead (seconds).
+    UNKNOWN_TASK_GRACE: float = 600.0
     REAPER_INTERVAL: float = 30.0
     SHUTDOWN_TIMEOUT: float = 30.0
     RETENTION_SUCCEEDED: float = 7 * 86400

@@ -12,7 +12,7 @@ from django.db.models.functions import Now
 
 from .states import State
 
-UNFINISHED_STATES = [State.QUEUED, State.RUNNING]
+UNFINISHED_STATES = [State.SCHEDULED, State.QUEUED, State.RUNNING]
 FINISHED_STATES = [State.SUCCEEDED, State.DEAD, State.CANCELLED, State.EXPIRED]
 
 
@@ -32,6 +32,14 @@ class Job(models.Model):
     # Attempts used so far; incremented by the claim, so a job that kills its worker
     # still uses one up.
     attempt = models.IntegerField(default=0, db_default=0)
+    # The attempt whose handler has begun (the worker marks it as it starts, before the
+    # task is even imported). A running row with started_attempt < attempt was claimed but
+    # never started: a lost worker's reaper gives it back without using the attempt.
+    started_attempt = models.IntegerField(default=0, db_default=0)
+    # How often the reaper gave the job back unstarted. A job given back before has its
+    # start marked before its handler runs, so one that takes its whole worker down with it
+    # cannot loop on refunds.
+    handbacks = models.IntegerField(default=0, db_default=0)
     max_attempts = models.IntegerField()
     # Hard time limit for one attempt, in seconds (NULL: the worker's JOBS_DEFAULT_TIMEOUT).
     timeout = models.FloatField(null=True, blank=True)
@@ -42,6 +50,13 @@ class Job(models.Model):
     # so that the reaper, which runs no task code, retries a lost job on the task's terms.
     backoff_base = models.FloatField(null=True, blank=True)
     backoff_cap = models.FloatField(null=True, blank=True)
+    # The rest of the retry policy and the soft time limit, as @task or .using() set them
+    # (NULL/empty: the task's defaults), so every path (executor, supervisor, reaper) applies
+    # the job's own options.
+    jitter = models.BooleanField(null=True, blank=True)
+    soft_timeout = models.FloatField(null=True, blank=True)
+    # Dotted paths of exception classes that end the job dead instead of retrying.
+    non_retryable = ArrayField(models.TextField(), default=list, db_default="{}", blank=True)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     # Claim token of the worker process that holds the job while it is running.
     worker_id = models.UUIDField(null=True, blank=True)
@@ -97,6 +112,12 @@ class Job(models.Model):
             ),
         ]
         indexes = [
+            # The promoter: scheduled jobs by due time (jobs/sql/promote.sql).
+            models.Index(
+                fields=["run_at"],
+                name="jobs_job_scheduled",
+                condition=models.Q(state=State.SCHEDULED),
+            ),
             # Serves the claim query (jobs/sql/claim.sql) and nothing else.
             models.Index(
                 "queue_name",

@@ -131,9 +131,19 @@ def _unstorable_value(value: Any) -> str:
 
 
 def error_record(exc: BaseException) -> dict[str, Any]:
+    """What the job's history keeps of a failed attempt. Never raises: an exception whose
+    ``__str__`` raises (or a traceback that cannot be formatted) is still recorded."""
     kind = type(exc)
+    try:
+        message = str(exc)
+    except BaseException as failure:  # noqa: BLE001 - the record must be written whatever str() does
+        message = f"<{kind.__name__} whose str() raised {type(failure).__name__}>"
+    try:
+        trace = "".join(traceback.format_exception(exc))
+    except BaseException as failure:  # noqa: BLE001
+        trace = f"<traceback could not be formatted: {type(failure).__name__}>"
     return {
         "exception": f"{kind.__module__}.{kind.__qualname__}",
-        "message": str(exc)[:MESSAGE_LIMIT] or kind.__name__,
-        "traceback": "".join(traceback.format_exception(exc))[-TRACEBACK_LIMIT:],
+        "message": message[:MESSAGE_LIMIT] or kind.__name__,
+        "traceback": trace[-TRACEBACK_LIMIT:],
     }

@@ -38,10 +38,11 @@ def observed(signal: Signal) -> bool:
     return any(lookup_key[0] not in _DJANGO_OWN for lookup_key, *_ in signal.receivers)
 
 
-def send_finished(
+def send_finished_robust(
     sender: type, running: TaskResult, *, value: Any = None, error: BaseException | None = None
-) -> None:
-    """Send task_finished for a job that ran: ``value`` if it succeeded, else ``error``."""
+) -> list[tuple[Any, Any]]:
+    """Send task_finished for a job that ran: ``value`` if it succeeded, else ``error``.
+    Every receiver is called even if one raises; returns (receiver, response or error)."""
     now = timezone.now()
     if error is None:
         result = replace(running, status=TaskResultStatus.SUCCESSFUL, finished_at=now)
@@ -53,4 +54,4 @@ def send_finished(
             TaskError(exception_class_path=record["exception"], traceback=record["traceback"]),
         ]
         result = replace(running, status=TaskResultStatus.FAILED, finished_at=now, errors=errors)
-    task_finished.send(sender=sender, task_result=result)
+    return task_finished.send_robust(sender=sender, task_result=result)

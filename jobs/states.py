@@ -10,8 +10,12 @@ from django.tasks import TaskResultStatus
 
 
 class State(models.TextChoices):
-    # Waiting to run. Includes delayed jobs and jobs waiting for their next retry: their
-    # ``run_at`` lies in the future. The only state the claim query looks at.
+    # Waiting for its time: a delayed job, or one waiting for its next retry or the end of
+    # a snooze (``run_at`` in the future). The claim never looks at these rows, so however
+    # many there are, claiming due work costs the same; every worker's housekeeping moves
+    # the ones that came due to ``queued`` (jobs/sql/promote.sql) and wakes the workers.
+    SCHEDULED = "scheduled", "Scheduled"
+    # Due and waiting for a worker. The only state the claim query looks at.
     QUEUED = "queued", "Queued"
     # Claimed by a worker process under a lease (``lease_expires_at``). ``attempt`` was
     # incremented by the claim. Only the claim's owner (``worker_id`` and ``attempt``) may
@@ -31,17 +35,21 @@ class State(models.TextChoices):
 
 
 FINISHED = frozenset({State.SUCCEEDED, State.DEAD, State.CANCELLED, State.EXPIRED})
-UNFINISHED = frozenset({State.QUEUED, State.RUNNING})
+UNFINISHED = frozenset({State.SCHEDULED, State.QUEUED, State.RUNNING})
 
 # (from, to) pairs that jobs/store/ performs. Anything else is a bug.
 TRANSITIONS: frozenset[tuple[State, State]] = frozenset(
     {
+        (State.SCHEDULED, State.QUEUED),  # came due (promote), or run now (operator)
+        (State.SCHEDULED, State.CANCELLED),  # cancel before it ran
+        (State.SCHEDULED, State.DEAD),  # discarded before it ran (operator)
         (State.QUEUED, State.RUNNING),  # claim
         (State.QUEUED, State.EXPIRED),  # claimed after its not-started deadline
         (State.QUEUED, State.CANCELLED),  # cancel before it ran
         (State.QUEUED, State.DEAD),  # discarded before it ran (operator)
         (State.RUNNING, State.SUCCEEDED),  # complete
-        (State.RUNNING, State.QUEUED),  # retry, snooze, release, reaper with attempts left
+        (State.RUNNING, State.SCHEDULED),  # retry or snooze after a delay, reaper's backoff
+        (State.RUNNING, State.QUEUED),  # retry at once, release, unstarted job given back
         (State.RUNNING, State.DEAD),  # last attempt failed, non-retryable, reaper
         (State.RUNNING, State.CANCELLED),  # cancel while running: the outcome is dropped
         (State.DEAD, State.QUEUED),  # replay
@@ -51,6 +59,7 @@ TRANSITIONS: frozenset[tuple[State, State]] = frozenset(
 )
 
 TASK_STATUS = {
+    State.SCHEDULED: TaskResultStatus.READY,
     State.QUEUED: TaskResultStatus.READY,
     State.RUNNING: TaskResultStatus.RUNNING,
     State.SUCCEEDED: TaskResultStatus.SUCCESSFUL,

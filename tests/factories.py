@@ -11,25 +11,22 @@ and the fenced outcome write, in this process and with a clock the test chooses.
 
 from __future__ import annotations
 
-import contextlib
-import os
+import time
 import uuid
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
-from unittest import mock
 
-from django.db import connection
+from django.db import close_old_connections, connection
 from django.utils import timezone
 
 from jobs import store
 from jobs.conf import jobs_settings
 from jobs.models import Job
 from jobs.states import State
-from jobs.worker import executor as executor_module
+from jobs.worker.attempt import Attempts
 from jobs.worker.config import WorkerConfig
-from jobs.worker.executor import Executor
-from jobs.worker.slots import SlotTable
+from jobs.worker.lanes import run_attempt
 
 NOOP = "tests.tasks.basic.noop"
 LEASE_SECONDS = 300.0
@@ -61,9 +58,12 @@ def job(
     now: datetime | None = None,
     run_at: datetime | None = None,
     lease_seconds: float = LEASE_SECONDS,
+    started: bool = True,
     **extra: Any,
 ) -> Job:
-    """A job row in ``state``, consistent with it; ``extra`` overrides any column."""
+    """A job row in ``state``, consistent with it; ``extra`` overrides any column. A running
+    row has begun its attempt unless ``started=False`` (claimed in a batch, waiting its
+    turn). A scheduled row is due in a minute unless ``run_at`` says otherwise."""
     now = now or timezone.now()
     if attempt is None:
         attempt = {State.RUNNING: 1, State.SUCCEEDED: 1, State.DEAD: max_attempts}.get(state, 0)
@@ -84,7 +84,7 @@ def job(
         "state": state,
         "args": [] if args is None else args,
         "kwargs": {} if kwargs is None else kwargs,
-        "run_at": run_at or now,
+        "run_at": run_at or (now + timedelta(minutes=1) if state == State.SCHEDULED else now),
         "attempt": attempt,
         "max_attempts": max_attempts,
         "lease_seconds": lease_seconds,
@@ -95,7 +95,12 @@ def job(
         "trace_id": uuid.uuid4().hex,
     }
     if attempt:
-        values.update(started_at=now, last_attempted_at=now)
+        # Every attempt so far began (a running row's too: its handler is running).
+        values.update(
+            started_at=now,
+            last_attempted_at=now,
+            started_attempt=attempt if started or state != State.RUNNING else attempt - 1,
+        )
     if state == State.RUNNING:
         values.update(worker_id=worker, lease_expires_at=now + timedelta(seconds=lease_seconds))
     if state in (State.SUCCEEDED, State.DEAD, State.CANCELLED, State.EXPIRED):
@@ -161,29 +166,21 @@ def run_due(
     limit: int = 100,
     token: uuid.UUID | None = None,
 ) -> list[dict[str, Any]]:
-    """Claim the jobs due at ``now``, run each with the worker's executor code, record the
-    outcomes at ``now``; return the outcomes. Runs on Django's connection, so it works
-    inside a test's transaction too."""
+    """Promote what is due at ``now``, claim it, run each job with the worker's attempt
+    code, record the outcomes at ``now``; return the outcomes. Runs on Django's connection,
+    so it works inside a test's transaction too."""
     token = token or uuid.uuid4()
-    executor = Executor(worker_config(*queues), index=0, token=token, slots=SlotTable(1))
-    # After each handler the executor closes Django's connection if it is obsolete, as a
+    attempts = Attempts(worker_config(*queues), token=token)
+    # After each handler a worker closes Django's connection if it is obsolete, as a
     # long-lived worker must; inside a test's transaction that would throw the test's
     # transaction away, so there the connection is kept.
-    keep_connection = (
-        mock.patch.object(executor_module, "close_old_connections", lambda: None)
-        if connection.in_atomic_block
-        else contextlib.nullcontext()
-    )
-    try:
-        with connection.cursor() as cursor:
-            rows = store.claim(cursor, worker=token, queues=list(queues), limit=limit, now=now)
-        with keep_connection:
-            # Expired rows (claimed after their deadline) were settled by the claim itself.
-            outcomes = [executor._execute(claimed) for claimed in rows if not claimed[11]]
-        with connection.cursor() as cursor:
-            store.record_outcomes(cursor, worker=token, outcomes=outcomes, now=now)
-    finally:
-        executor.db.drop()
-        os.close(executor.wake_r)
-        os.close(executor.wake_w)
+    with connection.cursor() as cursor:
+        store.promote(cursor, now=now)
+        rows = store.claim(cursor, worker=token, queues=list(queues), limit=limit, now=now)
+    # Expired rows (claimed after their deadline) were settled by the claim itself.
+    outcomes = [run_attempt(attempts, row, time.monotonic()) for row in rows if not row.expired]
+    if not connection.in_atomic_block:
+        close_old_connections()
+    with connection.cursor() as cursor:
+        store.record_outcomes(cursor, worker=token, outcomes=outcomes, now=now)
     return outcomes

@@ -1,15 +1,20 @@
--- Claim up to %(limit)s due jobs for one worker process, in one statement.
+-- Claim due jobs for one executor process, in one statement.
 --
--- Queues are visited in the order given (a weighted-random or strict order chosen by the
--- worker); within a queue, higher priority first, then oldest run_at. The LATERAL
--- sub-select walks the partial index jobs_job_claimable (state = 'queued') and stops after
--- %(limit)s rows; SKIP LOCKED lets concurrent claimers pass each other without waiting.
--- The attempt is counted here, so a job that kills its worker still uses one up. Jobs
--- whose task sets no lease or time limit get the worker's. A job whose not-started
--- deadline (expires_at) has passed is not started: it ends expired, using no attempt.
+-- Each queue is asked for at most its quota (the worker splits its capacity between its
+-- queues by weight, jobs/worker/fairness.py), in the order given; within a queue, higher
+-- priority first, then oldest run_at. The LATERAL sub-select walks the partial index
+-- jobs_job_claimable (state = 'queued', due rows only: future ones are 'scheduled') and
+-- stops after the quota; SKIP LOCKED lets concurrent claimers pass each other without
+-- waiting, and the outer LIMIT stops visiting queues once the batch is full.
+--
+-- The attempt is counted here, so a job that kills its worker still uses one up; whether
+-- it began is marked separately (started_attempt), so a lost worker's unstarted jobs go
+-- back unused. Jobs whose task sets no lease or time limit get the worker's. A job whose
+-- not-started deadline (expires_at) has passed is not started: it ends expired, using no
+-- attempt.
 WITH candidates AS (
     SELECT c.id, coalesce(c.expires_at <= coalesce(%(now)s, now()), false) AS expired
-    FROM unnest(%(queues)s::text[]) WITH ORDINALITY AS q(name, ord)
+    FROM unnest(%(queues)s::text[], %(quotas)s::int[]) WITH ORDINALITY AS q(name, quota, ord)
     CROSS JOIN LATERAL (
         SELECT j.id, j.expires_at
         FROM jobs_job j
@@ -17,7 +22,7 @@ WITH candidates AS (
           AND j.queue_name = q.name
           AND j.run_at <= coalesce(%(now)s, now())
         ORDER BY j.priority DESC, j.run_at
-        LIMIT %(limit)s
+        LIMIT q.quota
         FOR UPDATE SKIP LOCKED
     ) c
     LIMIT %(limit)s
@@ -43,4 +48,5 @@ WHERE j.id = c.id
 RETURNING j.id, j.task_path, j.args, j.kwargs, j.attempt, j.max_attempts,
           coalesce(j.timeout, %(default_timeout)s::float8),
           coalesce(j.lease_seconds, %(lease_seconds)s), j.trace_id, j.queue_name, j.priority,
-          c.expired
+          j.run_at, c.expired, j.handbacks, j.soft_timeout, j.jitter, j.backoff_base,
+          j.backoff_cap, j.non_retryable, j.created_at

@@ -1,37 +1,41 @@
 -- Insert one or many jobs in one statement, on the caller's connection and transaction.
 --
--- Rows whose dedupe_key is held by an unfinished job are skipped (ON CONFLICT on the
--- partial unique index jobs_job_dedupe); the caller looks up the holder. Workers are woken
--- with one NOTIFY per queue that received a due job: PostgreSQL delivers it when the
--- transaction commits and drops it on rollback, and folds duplicates within a transaction.
+-- A job due later than now is 'scheduled' (the claim does not see it until it is promoted);
+-- one due now is 'queued'. Rows whose dedupe_key is held by an unfinished job are skipped
+-- (ON CONFLICT on the partial unique index jobs_job_dedupe); the caller looks up the
+-- holder. Workers are woken with one NOTIFY per queue that received a due job: PostgreSQL
+-- delivers it when the transaction commits, drops it on rollback, and folds duplicates
+-- within a transaction.
 WITH ins AS (
-    INSERT INTO jobs_job (id, task_path, queue_name, priority, args, kwargs, run_at,
+    INSERT INTO jobs_job (id, task_path, queue_name, priority, state, args, kwargs, run_at,
                           max_attempts, timeout, lease_seconds, backoff_base, backoff_cap,
-                          dedupe_key, dedupe_until, trace_id, owner, public, expires_at)
-    SELECT t.id, t.task_path, t.queue_name, t.priority, t.args::jsonb, t.kwargs::jsonb,
-           coalesce(t.run_at, coalesce(%(now)s, now())),
+                          jitter, soft_timeout, non_retryable, dedupe_key, dedupe_until,
+                          trace_id, owner, public, expires_at)
+    SELECT t.id, t.task_path, t.queue_name, t.priority,
+           CASE WHEN t.run_at > coalesce(%(now)s, now()) THEN 'scheduled' ELSE 'queued' END,
+           t.args::jsonb, t.kwargs::jsonb, coalesce(t.run_at, coalesce(%(now)s, now())),
            t.max_attempts, t.timeout, t.lease_seconds, t.backoff_base, t.backoff_cap,
-           t.dedupe_key,
+           t.jitter, t.soft_timeout, string_to_array(t.non_retryable, ' '), t.dedupe_key,
            coalesce(%(now)s, now()) + t.dedupe_window * interval '1 second',
            t.trace_id, t.owner, t.public, t.expires_at
     FROM unnest(%(id)s::uuid[], %(task_path)s::text[], %(queue_name)s::text[],
                 %(priority)s::smallint[], %(args)s::text[], %(kwargs)s::text[],
                 %(run_at)s::timestamptz[], %(max_attempts)s::int[], %(timeout)s::float8[],
                 %(lease_seconds)s::float8[], %(backoff_base)s::float8[],
-                %(backoff_cap)s::float8[], %(dedupe_key)s::text[],
+                %(backoff_cap)s::float8[], %(jitter)s::bool[], %(soft_timeout)s::float8[],
+                %(non_retryable)s::text[], %(dedupe_key)s::text[],
                 %(dedupe_window)s::float8[], %(trace_id)s::text[], %(owner)s::text[],
                 %(public)s::bool[], %(expires_at)s::timestamptz[])
          AS t(id, task_path, queue_name, priority, args, kwargs, run_at, max_attempts,
-              timeout, lease_seconds, backoff_base, backoff_cap, dedupe_key, dedupe_window,
-              trace_id, owner, public, expires_at)
+              timeout, lease_seconds, backoff_base, backoff_cap, jitter, soft_timeout,
+              non_retryable, dedupe_key, dedupe_window, trace_id, owner, public, expires_at)
     ON CONFLICT (dedupe_key)
         WHERE dedupe_key IS NOT NULL AND NOT dedupe_lapsed
-              AND state IN ('queued', 'running')
+              AND state IN ('scheduled', 'queued', 'running')
         DO NOTHING
-    RETURNING id, queue_name, run_at, created_at
+    RETURNING id, queue_name, state, created_at
 ), woken AS (
     SELECT pg_notify('jobs_queued', d.queue_name)
-    FROM (SELECT DISTINCT queue_name FROM ins
-          WHERE %(notify)s AND run_at <= coalesce(%(now)s, now())) AS d
+    FROM (SELECT DISTINCT queue_name FROM ins WHERE %(notify)s AND state = 'queued') AS d
 )
 SELECT ins.id, ins.created_at FROM ins, (SELECT count(*) FROM woken) AS w

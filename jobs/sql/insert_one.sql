@@ -1,22 +1,26 @@
 -- insert.sql for exactly one row: the same semantics, a cheaper plan for the common call.
 WITH ins AS (
-    INSERT INTO jobs_job (id, task_path, queue_name, priority, args, kwargs, run_at,
+    INSERT INTO jobs_job (id, task_path, queue_name, priority, state, args, kwargs, run_at,
                           max_attempts, timeout, lease_seconds, backoff_base, backoff_cap,
-                          dedupe_key, dedupe_until, trace_id, owner, public, expires_at)
-    VALUES (%(id)s, %(task_path)s, %(queue_name)s, %(priority)s, %(args)s::jsonb,
-            %(kwargs)s::jsonb, coalesce(%(run_at)s::timestamptz, %(now)s::timestamptz, now()),
+                          jitter, soft_timeout, non_retryable, dedupe_key, dedupe_until,
+                          trace_id, owner, public, expires_at)
+    VALUES (%(id)s, %(task_path)s, %(queue_name)s, %(priority)s,
+            CASE WHEN %(run_at)s::timestamptz > coalesce(%(now)s::timestamptz, now())
+                 THEN 'scheduled' ELSE 'queued' END,
+            %(args)s::jsonb, %(kwargs)s::jsonb,
+            coalesce(%(run_at)s::timestamptz, %(now)s::timestamptz, now()),
             %(max_attempts)s, %(timeout)s::float8, %(lease_seconds)s::float8,
-            %(backoff_base)s::float8, %(backoff_cap)s::float8, %(dedupe_key)s::text,
+            %(backoff_base)s::float8, %(backoff_cap)s::float8, %(jitter)s::bool,
+            %(soft_timeout)s::float8, %(non_retryable)s::text[], %(dedupe_key)s::text,
             coalesce(%(now)s::timestamptz, now())
                 + %(dedupe_window)s::float8 * interval '1 second',
             %(trace_id)s, %(owner)s, %(public)s, %(expires_at)s::timestamptz)
     ON CONFLICT (dedupe_key)
         WHERE dedupe_key IS NOT NULL AND NOT dedupe_lapsed
-              AND state IN ('queued', 'running')
+              AND state IN ('scheduled', 'queued', 'running')
         DO NOTHING
-    RETURNING id, queue_name, run_at, created_at
+    RETURNING id, queue_name, state, created_at
 )
 SELECT id, created_at,
-       CASE WHEN %(notify)s AND run_at <= coalesce(%(now)s::timestamptz, now())
-            THEN pg_notify('jobs_queued', queue_name) END
+       CASE WHEN %(notify)s AND state = 'queued' THEN pg_notify('jobs_queued', queue_name) END
 FROM ins

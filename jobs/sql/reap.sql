@@ -1,39 +1,57 @@
--- Take back jobs whose lease expired: their worker is gone (killed, machine lost, cut
--- off from the database). Any worker may run this; SKIP LOCKED keeps two reapers apart,
--- and the re-check in the outer WHERE keeps a job that completed meanwhile completed.
--- The attempt was counted at claim: with attempts left the job is queued again after
--- backoff (the task's, kept on the row, else the worker's), otherwise it goes to the
--- dead-letter state with reason "worker lost". The exponent is clamped as in
--- retry.backoff: 2^1024 overflows and would fail every reap.
-WITH expired AS (
+-- Take back running jobs whose worker is gone. {lost} is one of two conditions
+-- (jobs/store/claims.py): leases that expired at least a grace period ago (any worker
+-- may run this; SKIP LOCKED keeps two reapers apart, and the grace lets a heartbeat that
+-- had to retry past a row lock land first), or the jobs a dead executor of this worker
+-- left under its claim token. The re-check in the outer WHERE keeps a job that
+-- completed meanwhile completed.
+--
+-- A job whose attempt never started (started_attempt < attempt: claimed in a batch, still
+-- waiting its turn) goes back to 'queued' at once with the attempt given back; the
+-- handback is counted, and a job handed back before has its start marked before it runs
+-- next, so no job can loop on refunds. A started attempt was used: with attempts left the
+-- job waits its backoff (the task's, kept on the row, else the worker's) as 'scheduled',
+-- otherwise it goes to the dead-letter state with reason "worker lost". The exponent is
+-- clamped as in retry.backoff: 2^1024 overflows and would fail every reap.
+WITH lost AS (
     SELECT id
     FROM jobs_job
-    WHERE state = 'running' AND lease_expires_at < coalesce(%(now)s, now())
+    WHERE state = 'running' AND {lost}
     ORDER BY lease_expires_at
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
+), decided AS (
+    SELECT j.id, j.started_attempt < j.attempt AS unstarted
+    FROM jobs_job j JOIN lost l ON l.id = j.id
 )
 UPDATE jobs_job j
-SET state = CASE WHEN j.attempt >= j.max_attempts THEN 'dead' ELSE 'queued' END,
-    run_at = coalesce(%(now)s, now())
-             + least(coalesce(j.backoff_cap, %(cap)s),
-                     coalesce(j.backoff_base, %(base)s)
-                     * power(2, least(greatest(j.attempt - 1, 0), 62)))
-               * (0.5 + random() * 0.5) * interval '1 second',
-    finished_at = CASE WHEN j.attempt >= j.max_attempts
+SET state = CASE WHEN d.unstarted THEN 'queued'
+                 WHEN j.attempt >= j.max_attempts THEN 'dead'
+                 ELSE 'scheduled' END,
+    attempt = j.attempt - d.unstarted::int,
+    worker_ids = CASE WHEN d.unstarted THEN trim_array(j.worker_ids, 1) ELSE j.worker_ids END,
+    handbacks = j.handbacks + d.unstarted::int,
+    run_at = CASE WHEN d.unstarted THEN coalesce(%(now)s, now())
+                  ELSE coalesce(%(now)s, now())
+                       + least(coalesce(j.backoff_cap, %(cap)s),
+                               coalesce(j.backoff_base, %(base)s)
+                               * power(2, least(greatest(j.attempt - 1, 0), 62)))
+                         * CASE WHEN coalesce(j.jitter, true) THEN 0.5 + random() * 0.5 ELSE 1 END
+                         * interval '1 second' END,
+    finished_at = CASE WHEN NOT d.unstarted AND j.attempt >= j.max_attempts
                        THEN coalesce(%(now)s, now()) END,
-    errors = j.errors || jsonb_build_array(jsonb_build_object(
-        'attempt', j.attempt,
-        'at', coalesce(%(now)s, now()),
-        'worker', j.worker_id,
-        'exception', 'jobs.exceptions.WorkerLost',
-        'message', 'worker lost: lease expired at ' || j.lease_expires_at::text,
-        'traceback', '')),
-    last_error = 'worker lost',
+    errors = CASE WHEN d.unstarted THEN j.errors
+                  ELSE j.errors || jsonb_build_array(jsonb_build_object(
+                      'attempt', j.attempt,
+                      'at', coalesce(%(now)s, now()),
+                      'worker', j.worker_id,
+                      'exception', 'jobs.exceptions.WorkerLost',
+                      'message', coalesce('worker lost: ' || %(reason)s::text,
+                                          'worker lost: lease expired at ' || j.lease_expires_at::text),
+                      'traceback', '')) END,
+    last_error = CASE WHEN d.unstarted THEN j.last_error ELSE 'worker lost' END,
     worker_id = NULL,
     lease_expires_at = NULL
-FROM expired e
-WHERE j.id = e.id
-  AND j.state = 'running'
-  AND j.lease_expires_at < coalesce(%(now)s, now())
-RETURNING j.id, j.state, j.task_path, j.attempt
+FROM decided d
+WHERE j.id = d.id
+  AND j.state = 'running' AND {lost}
+RETURNING j.id, j.state, j.task_path, j.attempt, d.unstarted

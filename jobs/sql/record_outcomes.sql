@@ -1,37 +1,58 @@
--- Record the outcomes of many attempts in one statement, fenced.
+-- Record the outcomes of many attempts in one statement, fenced, and mark the starts of
+-- attempts still running.
 --
 -- Each outcome names the job and the attempt it belongs to. A row changes only while it
 -- is still running under this worker's claim token and the same attempt: if the lease
 -- lapsed and the reaper (or another worker) took the job, zero rows match and the stale
 -- outcome is dropped. The caller compares the returned ids with what it sent.
 --
--- state:  'succeeded' (result), 'queued' (retry/snooze/release after delay seconds),
---         'dead' (error).  refund: 1 gives the attempt back (snooze, release).
-UPDATE jobs_job j
-SET state = v.state,
-    result = CASE WHEN v.state = 'succeeded' THEN v.result ELSE j.result END,
-    finished_at = CASE WHEN v.state = 'queued' THEN NULL ELSE coalesce(%(now)s, now()) END,
-    run_at = CASE
-        WHEN v.state = 'queued'
-        THEN coalesce(%(now)s, now()) + coalesce(v.delay, 0) * interval '1 second'
-        ELSE j.run_at
-    END,
-    attempt = j.attempt - coalesce(v.refund, 0),
-    worker_ids = CASE WHEN coalesce(v.refund, 0) > 0
-                      THEN trim_array(j.worker_ids, 1) ELSE j.worker_ids END,
-    errors = CASE WHEN v.error IS NULL THEN j.errors
-                  ELSE j.errors || jsonb_build_array(
-                      v.error || jsonb_build_object('at', coalesce(%(now)s, now()),
-                                                    'attempt', j.attempt,
-                                                    'worker', j.worker_id))
-             END,
-    last_error = coalesce(v.error ->> 'message', j.last_error),
-    worker_id = NULL,
-    lease_expires_at = NULL
-FROM jsonb_to_recordset(%(outcomes)s::jsonb)
-     AS v(id uuid, attempt int, state text, result jsonb, delay float8, refund int, error jsonb)
-WHERE j.id = v.id
-  AND j.state = 'running'
-  AND j.worker_id = %(worker)s
-  AND j.attempt = v.attempt
-RETURNING j.id
+-- state:  'succeeded' (result), 'queued' (retry/snooze/release after delay seconds: a
+--         delay makes it 'scheduled'), 'dead' (error).
+-- refund: 1 gives the attempt back (snooze, release); the start mark goes back with it.
+-- started: (id, attempt) of running attempts whose start is not yet marked.
+WITH marked AS (
+    UPDATE jobs_job j
+    SET started_attempt = s.attempt
+    FROM jsonb_to_recordset(%(started)s::jsonb) AS s(id uuid, attempt int)
+    WHERE j.id = s.id
+      AND j.state = 'running'
+      AND j.worker_id = %(worker)s
+      AND j.attempt = s.attempt
+    RETURNING j.id
+), recorded AS (
+    UPDATE jobs_job j
+    SET state = CASE
+            WHEN v.state = 'queued' AND coalesce(v.delay, 0) > 0 THEN 'scheduled'
+            ELSE v.state
+        END,
+        result = CASE WHEN v.state = 'succeeded' THEN v.result ELSE j.result END,
+        finished_at = CASE WHEN v.state = 'queued' THEN NULL ELSE coalesce(%(now)s, now()) END,
+        run_at = CASE
+            WHEN v.state = 'queued'
+            THEN coalesce(%(now)s, now()) + coalesce(v.delay, 0) * interval '1 second'
+            ELSE j.run_at
+        END,
+        attempt = j.attempt - coalesce(v.refund, 0),
+        started_attempt = CASE WHEN coalesce(v.refund, 0) > 0
+                               THEN least(j.started_attempt, j.attempt - 1)
+                               ELSE j.attempt END,
+        worker_ids = CASE WHEN coalesce(v.refund, 0) > 0
+                          THEN trim_array(j.worker_ids, 1) ELSE j.worker_ids END,
+        errors = CASE WHEN v.error IS NULL THEN j.errors
+                      ELSE j.errors || jsonb_build_array(
+                          v.error || jsonb_build_object('at', coalesce(%(now)s, now()),
+                                                        'attempt', j.attempt,
+                                                        'worker', j.worker_id))
+                 END,
+        last_error = coalesce(v.error ->> 'message', j.last_error),
+        worker_id = NULL,
+        lease_expires_at = NULL
+    FROM jsonb_to_recordset(%(outcomes)s::jsonb)
+         AS v(id uuid, attempt int, state text, result jsonb, delay float8, refund int, error jsonb)
+    WHERE j.id = v.id
+      AND j.state = 'running'
+      AND j.worker_id = %(worker)s
+      AND j.attempt = v.attempt
+    RETURNING j.id
+)
+SELECT id FROM recorded

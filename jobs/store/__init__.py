@@ -8,16 +8,30 @@ Statements take ``now=None``; tests pass a time to move the database's clock wit
 sleeping (invariant 6).
 
 Three modules by caller: ``enqueue`` (producers: INSERT or COPY on the caller's
-connection), ``claims`` (workers: claim, record outcomes, heartbeat, release, reap), and
-``operator`` (the console and tools: cancel, discard, replay, run now, prune).
+connection), ``claims`` (workers: claim, record outcomes, heartbeat, release, reap,
+promote), and ``operator`` (the console and tools: cancel, discard, replay, run now, prune).
 """
 
-from .claims import claim, extend_leases, reap, record_outcomes, release
+from .claims import (
+    REAP_GRACE,
+    Claimed,
+    Due,
+    Reaped,
+    claim,
+    extend_leases,
+    next_due,
+    promote,
+    reap,
+    reap_token,
+    record_outcomes,
+    release,
+)
 from .enqueue import COPY_THRESHOLD, NewJob, insert_jobs
 from .operator import cancel, discard, prune, replay, run_now
 from .statements import NOTIFY_CHANNEL, sql
 
 __all__ = [
-    "COPY_THRESHOLD", "NOTIFY_CHANNEL", "NewJob", "cancel", "claim", "discard", "extend_leases",
-    "insert_jobs", "prune", "reap", "record_outcomes", "release", "replay", "run_now", "sql",
+    "COPY_THRESHOLD", "NOTIFY_CHANNEL", "REAP_GRACE", "Claimed", "Due", "NewJob", "Reaped", "cancel",
+    "claim", "discard", "extend_leases", "insert_jobs", "next_due", "promote", "prune", "reap",
+    "reap_token", "record_outcomes", "release", "replay", "run_now", "sql",
 ]  # fmt: skip

@@ -1,4 +1,4 @@
-"""The worker's writes: claim, record outcomes (fenced), heartbeat, release, reap."""
+"""The worker's writes: claim, record outcomes (fenced), heartbeat, release, reap, promote."""
 
 from __future__ import annotations
 
@@ -6,9 +6,51 @@ import json
 import uuid
 from collections.abc import Iterable, Sequence
 from datetime import datetime
-from typing import Any
+from functools import cache
+from typing import Any, NamedTuple
 
 from .statements import sql
+
+# A lease is taken back once it has been expired this long (seconds): a heartbeat that
+# had to retry past a row lock lands first.
+REAP_GRACE = 0.5
+
+
+class Claimed(NamedTuple):
+    """One row the claim returned (jobs/sql/claim.sql's RETURNING, in order)."""
+
+    id: uuid.UUID
+    task_path: str
+    # JSON text on Django's cursor, decoded on the worker's own connection.
+    args: Any
+    kwargs: Any
+    attempt: int
+    max_attempts: int
+    # Hard limit (the job's, else the worker's default; None: none) and lease, seconds.
+    timeout: float | None
+    lease_seconds: float
+    trace_id: str
+    queue_name: str
+    priority: int
+    run_at: datetime
+    # Claimed after its not-started deadline: the claim ended it expired; do not run it.
+    expired: bool
+    handbacks: int
+    soft_timeout: float | None
+    jitter: bool | None
+    backoff_base: float | None
+    backoff_cap: float | None
+    non_retryable: list[str]
+    created_at: datetime
+
+
+class Reaped(NamedTuple):
+    id: uuid.UUID
+    state: str
+    task_path: str
+    attempt: int
+    # True when the attempt had never started and was given back unused.
+    unstarted: bool
 
 
 def claim(
@@ -17,16 +59,19 @@ def claim(
     worker: uuid.UUID,
     queues: Sequence[str],
     limit: int,
+    quotas: Sequence[int] | None = None,
     now: datetime | None = None,
     lease_seconds: float = 300.0,
     default_timeout: float | None = None,
-) -> list[tuple[Any, ...]]:
-    """Claim up to ``limit`` due jobs from ``queues`` (visited in that order). Jobs without
-    their own lease or time limit get ``lease_seconds`` and ``default_timeout``."""
+) -> list[Claimed]:
+    """Claim up to ``limit`` due jobs, at most ``quotas[i]`` from ``queues[i]`` (default:
+    ``limit`` each, so earlier queues fill the batch first). Jobs without their own lease or
+    time limit get ``lease_seconds`` and ``default_timeout``."""
     cursor.execute(
         sql("claim"),
         {
             "queues": list(queues),
+            "quotas": list(quotas) if quotas is not None else [limit] * len(queues),
             "limit": limit,
             "worker": worker,
             "now": now,
@@ -34,7 +79,7 @@ def claim(
             "default_timeout": default_timeout,
         },
     )
-    return cursor.fetchall()
+    return [Claimed._make(row) for row in cursor.fetchall()]
 
 
 def record_outcomes(
@@ -42,19 +87,26 @@ def record_outcomes(
     *,
     worker: uuid.UUID,
     outcomes: Sequence[dict[str, Any]],
+    started: Sequence[tuple[uuid.UUID | str, int]] = (),
     now: datetime | None = None,
 ) -> set[uuid.UUID]:
-    """Apply attempt outcomes (see sql/record_outcomes.sql); return the ids that changed.
+    """Apply attempt outcomes (see sql/record_outcomes.sql) and mark the ``started``
+    (id, attempt) pairs as begun; return the ids whose outcome was recorded.
 
     Each outcome is a dict with ``id`` and ``attempt`` (the fence) and ``state`` plus, as
     needed, ``result``, ``delay``, ``refund`` and ``error``.
     """
-    if not outcomes:
+    if not outcomes and not started:
         return set()
     outcomes = [{**o, "error": _storable_error(o["error"])} if o.get("error") else o for o in outcomes]
     cursor.execute(
         sql("record_outcomes"),
-        {"worker": worker, "outcomes": json.dumps(outcomes, default=str), "now": now},
+        {
+            "worker": worker,
+            "outcomes": json.dumps(outcomes, default=str),
+            "started": json.dumps([{"id": str(job_id), "attempt": attempt} for job_id, attempt in started]),
+            "now": now,
+        },
     )
     return {row[0] for row in cursor.fetchall()}
 
@@ -73,28 +125,42 @@ def _storable_text(text: str) -> str:
 def extend_leases(
     cursor: Any,
     *,
-    tokens: Sequence[uuid.UUID],
+    held: Sequence[tuple[uuid.UUID, uuid.UUID]],
     now: datetime | None = None,
     lease_seconds: float = 300.0,
-) -> int:
-    """Heartbeat: extend every running job held by these claim tokens by its own lease
-    (``lease_seconds`` for jobs whose task sets none)."""
-    if not tokens:
-        return 0
+) -> set[uuid.UUID]:
+    """Heartbeat: extend, by its own lease (``lease_seconds`` for jobs whose task sets
+    none), each running job of the (job id, claim token) pairs in hand. Rows another
+    transaction has locked (an enqueuer marking a dedupe key lapsed, an operator) are
+    skipped rather than waited for: the caller retries them soon. Returns the ids extended.
+    """
+    if not held:
+        return set()
     cursor.execute(
         """
-        WITH extended AS (
-            UPDATE jobs_job
-            SET lease_expires_at = coalesce(%(now)s, now())
-                                   + coalesce(lease_seconds, %(lease_seconds)s) * interval '1 second'
-            WHERE state = 'running' AND worker_id = ANY(%(tokens)s::uuid[])
-            RETURNING 1
+        WITH mine AS (
+            SELECT j.id
+            FROM jobs_job j
+            JOIN unnest(%(ids)s::uuid[], %(tokens)s::uuid[]) AS h(id, token)
+              ON j.id = h.id AND j.worker_id = h.token
+            WHERE j.state = 'running'
+            FOR UPDATE OF j SKIP LOCKED
         )
-        SELECT count(*) FROM extended
+        UPDATE jobs_job j
+        SET lease_expires_at = coalesce(%(now)s, now())
+                               + coalesce(j.lease_seconds, %(lease_seconds)s) * interval '1 second'
+        FROM mine
+        WHERE j.id = mine.id
+        RETURNING j.id
         """,
-        {"tokens": list(tokens), "now": now, "lease_seconds": lease_seconds},
+        {
+            "ids": [job_id for job_id, _ in held],
+            "tokens": [token for _, token in held],
+            "now": now,
+            "lease_seconds": lease_seconds,
+        },
     )
-    return int(cursor.fetchone()[0])
+    return {row[0] for row in cursor.fetchall()}
 
 
 def release(
@@ -103,16 +169,20 @@ def release(
     worker: uuid.UUID,
     ids: Iterable[uuid.UUID | str] | None = None,
     keep: Iterable[uuid.UUID | str] = (),
+    started_too: bool = False,
 ) -> list[uuid.UUID]:
-    """Give running jobs back to the queue without using an attempt (shutdown, a lost
-    executor's unstarted jobs). ``ids=None`` releases all of the token's jobs but ``keep``.
-    """
+    """Give running jobs whose attempt has not started back to the queue without using
+    the attempt (shutdown, a batch stuck behind a slow handler, a lost claim reply).
+    ``ids=None`` releases all of the token's unstarted jobs but ``keep``. ``started_too``
+    gives back started ones as well (handlers killed when a shutdown ran out of time)."""
     cursor.execute(
         """
         UPDATE jobs_job
         SET state = 'queued', attempt = attempt - 1, worker_ids = trim_array(worker_ids, 1),
+            started_attempt = least(started_attempt, attempt - 1),
             worker_id = NULL, lease_expires_at = NULL
         WHERE state = 'running' AND worker_id = %(worker)s
+          AND (%(started_too)s OR started_attempt < attempt)
           AND (%(all)s OR id = ANY(%(ids)s::uuid[]))
           AND NOT (id = ANY(%(keep)s::uuid[]))
         RETURNING id
@@ -122,9 +192,19 @@ def release(
             "all": ids is None,
             "ids": list(ids or ()),
             "keep": list(keep),
+            "started_too": started_too,
         },
     )
     return [row[0] for row in cursor.fetchall()]
+
+
+@cache
+def _reap_sql(lost: str) -> str:
+    return sql("reap").replace("{lost}", lost)
+
+
+_LEASE_EXPIRED = "lease_expires_at < coalesce(%(now)s, now()) - %(grace)s * interval '1 second'"
+_HELD_BY_EXECUTOR = "worker_id = %(token)s::uuid"
 
 
 def reap(
@@ -134,7 +214,64 @@ def reap(
     backoff_cap: float,
     limit: int = 1000,
     now: datetime | None = None,
-) -> list[tuple[Any, ...]]:
+    grace: float = REAP_GRACE,
+) -> list[Reaped]:
     """Take back jobs whose lease expired (see sql/reap.sql)."""
-    cursor.execute(sql("reap"), {"base": backoff_base, "cap": backoff_cap, "limit": limit, "now": now})
-    return cursor.fetchall()
+    cursor.execute(
+        _reap_sql(_LEASE_EXPIRED),
+        {
+            "base": backoff_base,
+            "cap": backoff_cap,
+            "limit": limit,
+            "now": now,
+            "grace": grace,
+            "reason": None,
+        },
+    )
+    return [Reaped._make(row) for row in cursor.fetchall()]
+
+
+def reap_token(
+    cursor: Any,
+    *,
+    token: uuid.UUID,
+    reason: str,
+    backoff_base: float,
+    backoff_cap: float,
+    now: datetime | None = None,
+) -> list[Reaped]:
+    """Settle every running job left under a dead executor's claim token, as the reaper
+    would once their leases ran out: unstarted ones back unused, started ones as lost."""
+    cursor.execute(
+        _reap_sql(_HELD_BY_EXECUTOR),
+        {"base": backoff_base, "cap": backoff_cap, "limit": 100_000, "now": now, "token": token,
+         "reason": reason},
+    )  # fmt: skip
+    return [Reaped._make(row) for row in cursor.fetchall()]
+
+
+def promote(cursor: Any, *, now: datetime | None = None, limit: int = 5000) -> dict[str, int]:
+    """Make scheduled jobs that came due claimable; returns {queue: count} (and NOTIFYs)."""
+    cursor.execute(sql("promote"), {"now": now, "limit": limit})
+    return {queue: count for queue, count, _ in cursor.fetchall()}
+
+
+class Due(NamedTuple):
+    """When the housekeeping next has something to do, on the database's clock."""
+
+    now: datetime
+    # The earliest lease of a running job and the earliest due time of a scheduled one.
+    lease_expires: datetime | None
+    scheduled: datetime | None
+
+
+def next_due(cursor: Any) -> Due:
+    """Two top-1 index reads (jobs_job_lease, jobs_job_scheduled) and the clock."""
+    cursor.execute(
+        """
+        SELECT now(),
+               (SELECT min(lease_expires_at) FROM jobs_job WHERE state = 'running'),
+               (SELECT min(run_at) FROM jobs_job WHERE state = 'scheduled')
+        """
+    )
+    return Due._make(cursor.fetchone())

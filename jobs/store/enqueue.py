@@ -5,7 +5,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from .statements import NOTIFY_CHANNEL, sql
@@ -27,6 +27,10 @@ class NewJob:
     lease_seconds: float | None
     backoff_base: float | None = None
     backoff_cap: float | None = None
+    jitter: bool | None = None
+    soft_timeout: float | None = None
+    # Dotted paths of exception classes that are not retried.
+    non_retryable: tuple[str, ...] = ()
     dedupe_key: str | None = None
     dedupe_window: float | None = None
     trace_id: str = ""
@@ -37,8 +41,8 @@ class NewJob:
 
 _INSERT_COLUMNS = (
     "id", "task_path", "queue_name", "priority", "args", "kwargs", "run_at",
-    "max_attempts", "timeout", "lease_seconds", "backoff_base", "backoff_cap", "dedupe_key",
-    "dedupe_window", "trace_id", "owner", "public", "expires_at",
+    "max_attempts", "timeout", "lease_seconds", "backoff_base", "backoff_cap", "jitter",
+    "soft_timeout", "dedupe_key", "dedupe_window", "trace_id", "owner", "public", "expires_at",
 )  # fmt: skip
 
 
@@ -71,9 +75,12 @@ def insert_jobs(
         if len(pending) == 1:
             statement = sql("insert_one")
             params = {col: getattr(pending[0][1], col) for col in _INSERT_COLUMNS}
+            params["non_retryable"] = list(pending[0][1].non_retryable)
         else:
             statement = sql("insert")
             params = {col: [getattr(job, col) for _, job in pending] for col in _INSERT_COLUMNS}
+            # unnest() cannot take an array per row: dotted paths joined by spaces instead.
+            params["non_retryable"] = [" ".join(job.non_retryable) for _, job in pending]
         params["notify"] = notify
         params["now"] = now
         if prepare:
@@ -97,7 +104,8 @@ def insert_jobs(
 COPY_THRESHOLD = 50
 _COPY_COLUMNS = (
     "id", "task_path", "queue_name", "priority", "args", "kwargs", "max_attempts", "timeout",
-    "lease_seconds", "backoff_base", "backoff_cap", "trace_id", "owner", "public", "expires_at",
+    "lease_seconds", "backoff_base", "backoff_cap", "jitter", "soft_timeout", "non_retryable",
+    "trace_id", "owner", "public", "expires_at",
 )  # fmt: skip
 
 
@@ -105,19 +113,27 @@ def _copy_jobs(cursor: Any, jobs: Sequence[NewJob], *, notify: bool, now: dateti
     """COPY rows without dedupe keys, then wake workers as insert.sql does. On the caller's
     connection, so inside the caller's transaction when there is one."""
     for explicit_run_at in (False, True):
-        # Rows without run_at take the column's default, now(): the database clock decides.
+        # Rows without run_at take the column's defaults, now() and 'queued': the database
+        # clock decides. Rows with one are 'scheduled' unless due by this process's clock:
+        # one scheduled a moment early is promoted at once by the housekeeping, and one
+        # queued a moment early waits for its run_at in the claim's own filter.
         rows = [job for job in jobs if (job.run_at is not None or now is not None) == explicit_run_at]
         if not rows:
             continue
-        columns = _COPY_COLUMNS + (("run_at",) if explicit_run_at else ())
+        columns = _COPY_COLUMNS + (("run_at", "state") if explicit_run_at else ())
+        clock = now or datetime.now(UTC)
         with cursor.copy(f"COPY jobs_job ({', '.join(columns)}) FROM STDIN") as copy:
             for job in rows:
-                values = (
+                values: tuple[Any, ...] = (
                     job.id, job.task_path, job.queue_name, job.priority, job.args, job.kwargs,
                     job.max_attempts, job.timeout, job.lease_seconds, job.backoff_base,
-                    job.backoff_cap, job.trace_id, job.owner, job.public, job.expires_at,
+                    job.backoff_cap, job.jitter, job.soft_timeout, list(job.non_retryable),
+                    job.trace_id, job.owner, job.public, job.expires_at,
                 )  # fmt: skip
-                copy.write_row((*values, job.run_at or now) if explicit_run_at else values)
+                if explicit_run_at:
+                    run_at = job.run_at or clock
+                    values += (run_at, "scheduled" if run_at > clock else "queued")
+                copy.write_row(values)
     if notify:
         # One NOTIFY per queue that received a due job, as in insert.sql: a queue's earliest
         # run_at (NULL: now) is compared with the database's clock.
@@ -157,7 +173,7 @@ def _resolve_dedupe_conflicts(
                                AND dedupe_until <= coalesce(%(now)s, now())
         FROM jobs_job
         WHERE dedupe_key = ANY(%(keys)s::text[]) AND NOT dedupe_lapsed
-          AND state IN ('queued', 'running')
+          AND state IN ('scheduled', 'queued', 'running')
         """,
         {"keys": keys, "now": now},
     )

@@ -27,11 +27,11 @@ def _guarded_update(job_id: uuid.UUID | str, allowed: Iterable[State], **values:
 
 
 def cancel(job_id: uuid.UUID | str) -> None:
-    """Cancel a queued or running job. A running handler is not interrupted, but its
-    outcome is dropped by the fence."""
+    """Cancel a scheduled, queued or running job. A running handler is not interrupted,
+    but its outcome is dropped by the fence."""
     _guarded_update(
         job_id,
-        [State.QUEUED, State.RUNNING],
+        [State.SCHEDULED, State.QUEUED, State.RUNNING],
         state=State.CANCELLED,
         finished_at=Now(),
         worker_id=None,
@@ -40,8 +40,10 @@ def cancel(job_id: uuid.UUID | str) -> None:
 
 
 def discard(job_id: uuid.UUID | str, *, reason: str = "discarded by an operator") -> None:
-    """Send a queued job straight to the dead-letter state without running it."""
-    _guarded_update(job_id, [State.QUEUED], state=State.DEAD, finished_at=Now(), last_error=reason)
+    """Send a scheduled or queued job straight to the dead-letter state without running it."""
+    _guarded_update(
+        job_id, [State.SCHEDULED, State.QUEUED], state=State.DEAD, finished_at=Now(), last_error=reason
+    )
 
 
 def replay(
@@ -64,6 +66,8 @@ def replay(
             state=State.QUEUED,
             expires_at=None,
             attempt=0,
+            started_attempt=0,
+            handbacks=0,
             worker_ids=[],
             run_at=Now(),
             finished_at=None,
@@ -74,8 +78,8 @@ def replay(
 
 
 def run_now(job_id: uuid.UUID | str) -> None:
-    """Make a queued job (delayed or waiting for a retry) due at once."""
-    _guarded_update(job_id, [State.QUEUED], run_at=Now())
+    """Make a scheduled job (delayed or waiting for a retry) due at once."""
+    _guarded_update(job_id, [State.SCHEDULED, State.QUEUED], state=State.QUEUED, run_at=Now())
 
 
 def prune(*, retention: dict[State, float], now: datetime | None = None, batch: int = 5000) -> int:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import random
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from ..conf import JobsSettings
@@ -44,18 +42,6 @@ def parse_queues(spec: str, *, known: set[str] | None = None) -> tuple[tuple[str
     return tuple(parsed)
 
 
-def weighted_order(
-    queues: tuple[tuple[str, int], ...], rand: Callable[[], float] = random.random
-) -> list[str]:
-    """A random order of the queues where each comes first with probability weight/total.
-
-    (Efraimidis-Spirakis: sort by u ** (1 / weight).) The claim visits queues in this order
-    and fills its batch from the first ones that have due work, so under load the queues
-    get turns in proportion to their weights, as in Asynq, and none is starved.
-    """
-    return [name for _, name in sorted(((rand() ** (1 / w), n) for n, w in queues), reverse=True)]
-
-
 @dataclass(frozen=True, slots=True)
 class WorkerConfig:
     queues: tuple[tuple[str, int], ...]
@@ -74,6 +60,11 @@ class WorkerConfig:
     backoff_base: float
     backoff_cap: float
     max_jobs_per_child: int = 0
+    # Handler threads per executor for blocking tasks (0: the executor's main thread runs
+    # them one at a time) and async handlers at once on its event loop.
+    threads: int = 0
+    async_concurrency: int = 50
+    unknown_task_grace: float = 600.0
     database: str = "default"
 
     @classmethod
@@ -89,11 +80,15 @@ class WorkerConfig:
             "default_timeout": conf.DEFAULT_TIMEOUT,
             "backoff_base": conf.BACKOFF_BASE,
             "backoff_cap": conf.BACKOFF_CAP,
+            "threads": conf.THREADS,
+            "async_concurrency": conf.ASYNC_CONCURRENCY,
+            "unknown_task_grace": conf.UNKNOWN_TASK_GRACE,
         }
         values.update({k: v for k, v in options.items() if v is not None})
         return cls(**values)  # type: ignore[arg-type]
 
-    def queue_order(self) -> list[str]:
-        if self.strict or len(self.queues) == 1:
-            return [name for name, _ in self.queues]
-        return weighted_order(self.queues)
+    @property
+    def slot_entries(self) -> int:
+        """Slot-table entries per executor: the inline handler (or one per thread), then one
+        per concurrent async handler."""
+        return max(1, self.threads) + self.async_concurrency

@@ -21,8 +21,24 @@ logger = logging.getLogger("jobs.worker")
 
 T = TypeVar("T")
 
-# Errors that mean "the connection is gone", as opposed to a bug in a statement.
+# Errors that may mean "the connection is gone" (is_connection_lost tells for sure), as
+# opposed to a bug in a statement.
 CONNECTION_ERRORS = (psycopg.OperationalError, psycopg.InterfaceError)
+# SQLSTATEs of OperationalErrors that end the statement, not the session: a statement or
+# lock timeout, a cancel. Others of that class (admin shutdown, a lost socket) end it.
+_STATEMENT_ONLY = {"57014", "55P03", "55006", "55000"}
+
+
+def is_connection_lost(exc: BaseException, conn: psycopg.Connection | None = None) -> bool:
+    """Whether ``exc`` means the connection is unusable (reconnect), rather than that one
+    statement failed (a timeout, a conflict: report it, keep the connection)."""
+    if conn is not None and (conn.closed or conn.broken):
+        return True
+    if isinstance(exc, psycopg.InterfaceError):
+        return True
+    if isinstance(exc, psycopg.OperationalError):
+        return getattr(exc, "sqlstate", None) not in _STATEMENT_ONLY
+    return False
 
 
 # Keys of DATABASES[...]["OPTIONS"] that Django reads itself and libpq does not know.
@@ -115,7 +131,10 @@ class Connection:
             cursor = self.ensure(wait=retry)
             try:
                 return operation(cursor)
-            except CONNECTION_ERRORS as exc:
+            except psycopg.Error as exc:
+                if not is_connection_lost(exc, self.conn):
+                    # The statement failed, the connection is fine: the caller decides.
+                    raise
                 self.lost(exc)
                 if not retry or self.should_stop():
                     raise

@@ -1,4 +1,9 @@
-"""The worker registry: one row per live ``runworker`` process (the console shows it)."""
+"""The worker registry: one row per live ``runworker`` process (the console shows it).
+
+The housekeeper registers the worker, refreshes the row with every heartbeat (the claim
+tokens of its executors and the jobs they run), and deletes it on a clean exit; rows of
+workers that stopped without deregistering are expired by any worker's reaper.
+"""
 
 from __future__ import annotations
 
@@ -6,16 +11,15 @@ import os
 import socket
 import uuid
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from .supervisor import Supervisor
+from .config import WorkerConfig
 
 # A row not refreshed for this long belongs to a worker that is gone.
 EXPIRE_AFTER_SECONDS = 120
 
 
-def register(cursor: Any, worker: Supervisor) -> None:
+def register(cursor: Any, worker_id: uuid.UUID, config: WorkerConfig) -> None:
     cursor.execute(
         """
         INSERT INTO jobs_worker (id, hostname, pid, queues, concurrency, started_at,
@@ -24,31 +28,33 @@ def register(cursor: Any, worker: Supervisor) -> None:
         ON CONFLICT (id) DO UPDATE SET last_heartbeat_at = now()
         """,
         [
-            worker.id,
+            worker_id,
             socket.gethostname(),
-            os.getpid(),
-            ",".join(f"{name}:{weight}" for name, weight in worker.config.queues),
-            worker.config.concurrency,
+            os.getppid(),
+            ",".join(f"{name}:{weight}" for name, weight in config.queues),
+            config.concurrency,
         ],
     )
 
 
-def heartbeat(cursor: Any, worker: Supervisor, *, tokens: list[uuid.UUID], jobs_in_hand: int) -> None:
+def heartbeat(
+    cursor: Any, worker_id: uuid.UUID, config: WorkerConfig, *, tokens: list[uuid.UUID], jobs_in_hand: int
+) -> None:
     cursor.execute(
         """
         UPDATE jobs_worker
         SET last_heartbeat_at = now(), jobs_in_hand = %s, slot_tokens = %s::uuid[]
         WHERE id = %s
         """,
-        [jobs_in_hand, tokens, worker.id],
+        [jobs_in_hand, tokens, worker_id],
     )
     if cursor.rowcount == 0:
         # Expired while the database was unreachable: come back.
-        register(cursor, worker)
+        register(cursor, worker_id, config)
 
 
-def unregister(cursor: Any, worker: Supervisor) -> None:
-    cursor.execute("DELETE FROM jobs_worker WHERE id = %s", [worker.id])
+def unregister(cursor: Any, worker_id: uuid.UUID) -> None:
+    cursor.execute("DELETE FROM jobs_worker WHERE id = %s", [worker_id])
 
 
 def expire(cursor: Any, *, now: datetime | None = None) -> int:

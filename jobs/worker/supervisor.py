@@ -1,16 +1,21 @@
-"""The ``runworker`` process: supervises executor processes and does the housekeeping.
+"""The ``runworker`` process: supervises its executor processes and its housekeeper.
 
-Process model: the supervisor forks ``--concurrency`` executors. Each claims, runs and
-records its own jobs on its own connection, so the hot path has no inter-process hop.
-The supervisor:
+Process model: the supervisor forks one housekeeper (housekeeper.py: every database
+statement the worker makes besides its executors' own) and ``--concurrency`` executors
+(executor.py: claim, run, record). The supervisor itself never touches the database, so
+nothing the database does (hang, refuse, vanish) can delay what only it can do:
 
-* kills an executor whose handler overruns its hard time limit (a ``while True: pass`` or
-  a blocking C call cannot be interrupted from inside) and records the timeout;
-* notices an executor that died (``os._exit``, a signal, the OOM killer), records that
-  attempt as failed, gives its unstarted jobs back, and starts a new executor;
-* extends the leases of every job its executors hold (heartbeat), keeps the worker
-  registry row fresh, and runs the reaper with jitter;
-* turns SIGTERM/SIGINT into a graceful shutdown, and a second signal into an exit.
+* kill an executor whose handler overruns its hard time limit (a ``while True: pass`` or
+  a blocking C call cannot be interrupted from inside), race-free: the executor is stopped
+  (SIGSTOP) and its slot entry read again before the kill, so the job killed for is the job
+  recorded;
+* notice an executor that died (``os._exit``, a signal, the OOM killer), have the
+  housekeeper record the attempts it ran as failed and give its unstarted jobs back, and
+  start a new one, with a capped, jittered backoff while executors keep dying, saying why
+  once per streak instead of on every death;
+* restart the housekeeper when it dies or stops making progress (a statement that never
+  comes back);
+* turn SIGTERM/SIGINT into a graceful shutdown, and a second signal into an exit.
 """
 
 from __future__ import annotations
@@ -23,42 +28,38 @@ import select
 import signal
 import time
 import uuid
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
+from multiprocessing.sharedctypes import RawValue
+from pathlib import Path
 from typing import Any
 
-import psycopg
 from django.db import connections
 
-from .. import store
-from ..backend import JobTask, resolve_task
-from ..exceptions import JobsError, ProcessDied, TimeLimitExceeded
-from ..payloads import error_record
-from ..retry import RetryPolicy, decide
-from . import registry
+from ..exceptions import ProcessDied, TimeLimitExceeded
 from .config import WorkerConfig
-from .db import CONNECTION_ERRORS, Connection
 from .executor import EXIT_OK, EXIT_RECYCLE, Executor
+from .housekeeper import Housekeeper, Settlement, failed_attempt
 from .slots import Running, SlotTable
 
 logger = logging.getLogger("jobs.worker")
 
 TICK = 0.05
 HANDLED_SIGNALS = {signal.SIGTERM, signal.SIGINT, signal.SIGCHLD}
-# The housekeeping connection gives up within about two seconds on a database that does
-# not answer at all (a partition, a dead host): libpq's shortest connect timeout, and
-# unacknowledged writes or a silent peer end the connection. Refused connections and
-# errors fail at once. Meanwhile executors are neither watched nor timed out.
-FAIL_FAST_LIBPQ = {
-    "connect_timeout": 2,
-    "tcp_user_timeout": 2000,
-    "keepalives_idle": 1,
-    "keepalives_interval": 1,
-    "keepalives_count": 2,
-}
-# The registry row and the leases are refreshed at least this often.
-MAX_HEARTBEAT_INTERVAL = 10.0
-# How long an exiting supervisor keeps trying to settle its lost executors' jobs; after
-# that their leases run out and the reaper takes them back.
+# An async handler past its hard limit is cancelled by its own event loop; the process is
+# killed only if the loop has not managed that this long after the limit (it is blocked).
+ASYNC_KILL_GRACE = 2.0
+# How long a stopped executor may take to reach the stopped state before it is killed
+# on the strength of the first reading.
+STOP_PATIENCE = 1.0
+# Respawn backoff while executors die in a row: base, cap (seconds). An executor that
+# lived this long ends a streak.
+RESPAWN_BASE = 0.5
+RESPAWN_CAP = 30.0
+HEALTHY_AFTER = 10.0
+# The housekeeper is restarted when its loop has not turned for this long.
+HOUSEKEEPER_STUCK = 10.0
+# How long an exiting worker waits for the housekeeper to settle what its executors left;
+# after that their leases run out and the reaper takes them back.
 SETTLE_AT_EXIT = 5.0
 
 
@@ -67,10 +68,19 @@ class Child:
     index: int
     pid: int
     token: uuid.UUID
+    started: float
     # Set when the supervisor killed it for overrunning: (job id, attempt, limit).
     killed_for: tuple[uuid.UUID, int, float] | None = None
     # Set when the shutdown timeout ran out: its jobs go back without using an attempt.
     killed_at_shutdown: bool = False
+
+
+@dataclass
+class Streak:
+    """Consecutive deaths of the executor in one slot, for the respawn backoff."""
+
+    deaths: int = 0
+    respawn_at: float = 0.0
 
 
 @dataclass
@@ -80,15 +90,27 @@ class Supervisor:
     children: dict[int, Child] = field(default_factory=dict)
     signals_received: int = 0
     shutdown_deadline: float | None = None
-    unsettled: list[Settlement] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        self.slots = SlotTable(self.config.concurrency)
-        self.db = Connection(
-            self.config.database, name="jobs-supervisor", on_connect=_fail_fast, libpq=FAIL_FAST_LIBPQ
-        )
-        self.last_heartbeat = -float("inf")
-        self.next_reap = time.monotonic() + random.uniform(0, min(5.0, self.config.reaper_interval))
+        concurrency = self.config.concurrency
+        self.slots = SlotTable(concurrency, self.config.slot_entries)
+        self.async_entries = set(range(max(1, self.config.threads), self.config.slot_entries))
+        # One wake pipe per executor slot, kept across respawns: the housekeeper writes a
+        # byte to wake them (a NOTIFY), signals write theirs (set_wakeup_fd).
+        self.wake = [os.pipe() for _ in range(concurrency)]
+        for _, write in self.wake:
+            os.set_blocking(write, False)
+        self.streaks = [Streak() for _ in range(concurrency)]
+        self.pending_spawn: set[int] = set()
+        self.housekeeper_pid: int | None = None
+        self.housekeeper_started = 0.0
+        self.progress = RawValue("d", 0.0)
+        self.settlements: dict[int, Settlement] = {}
+        self.settlement_seq = 0
+        self.commands: tuple[int, int] | None = None
+        self.acks: tuple[int, int] | None = None
+        self.ack_buffer = b""
+        self.housekeeper_deaths = 0
 
     # --- lifecycle ----------------------------------------------------------------
 
@@ -99,57 +121,59 @@ class Supervisor:
         signal.signal(signal.SIGTERM, self._on_signal)
         signal.signal(signal.SIGINT, self._on_signal)
         signal.signal(signal.SIGCHLD, lambda *_: None)
-        self._db(lambda c: registry.register(c, self), "register")
         logger.info(
-            "event=worker_started worker=%s pid=%d queues=%s concurrency=%d burst=%s",
+            "event=worker_started worker=%s pid=%d queues=%s concurrency=%d threads=%d async=%d burst=%s",
             self.id,
             os.getpid(),
             ",".join(f"{n}:{w}" for n, w in self.config.queues),
             self.config.concurrency,
+            self.config.threads,
+            self.config.async_concurrency,
             self.config.burst,
         )
+        # Close Django's connections once: no child may inherit an open socket.
+        connections.close_all()
+        self._spawn_housekeeper()
         for index in range(self.config.concurrency):
             self._spawn(index)
-        while self.children:
+        while self.children or self.pending_spawn:
             self._collect_children()
-            if self.unsettled:
-                self._settle()
             now = time.monotonic()
+            self._respawn_due(now)
             self._enforce_time_limits(now)
+            self._watch_housekeeper(now)
+            self._read_acks()
             if self.shutdown_deadline is not None and now >= self.shutdown_deadline:
                 self._kill_all("shutdown timeout")
                 self.shutdown_deadline = float("inf")
-            if now >= self.last_heartbeat + self._heartbeat_interval():
-                self._heartbeat(now)
-            if now >= self.next_reap and self.shutdown_deadline is None:
-                self._reap(now)
-            readable, _, _ = select.select([wake_r], [], [], TICK)
-            if readable:
+            readable, _, _ = select.select([wake_r, *self._ack_fds()], [], [], TICK)
+            if wake_r in readable:
                 os.read(wake_r, 4096)
-        self._finish_settling()
-        self._db(lambda c: registry.unregister(c, self), "unregister")
-        self.db.drop()
+        self._stop_housekeeper()
         logger.info("event=worker_stopped worker=%s", self.id)
         return 0
-
-    def _finish_settling(self) -> None:
-        deadline = time.monotonic() + SETTLE_AT_EXIT
-        while not self._settle() and time.monotonic() < deadline:
-            time.sleep(TICK)
-        if self.unsettled:
-            logger.error(
-                "event=unsettled_at_exit executors=%d reason='database unavailable'", len(self.unsettled)
-            )
 
     def _on_signal(self, signum: int, frame: object) -> None:
         self.signals_received += 1
         if self.signals_received == 1:
+            in_hand = sum(len(self.slots.running(child.index)) for child in self.children.values())
             logger.info(
-                "event=shutdown_requested signal=%s timeout=%.1fs",
+                "event=shutdown_requested signal=%s timeout=%.1fs running=%d",
                 signal.Signals(signum).name,
                 self.config.shutdown_timeout,
+                in_hand,
             )
+            if in_hand:
+                logger.info(
+                    "event=shutdown_waiting jobs=%d timeout=%.1fs (waiting up to %gs for %d running job%s)",
+                    in_hand,
+                    self.config.shutdown_timeout,
+                    self.config.shutdown_timeout,
+                    in_hand,
+                    "" if in_hand == 1 else "s",
+                )
             self.shutdown_deadline = time.monotonic() + self.config.shutdown_timeout
+            self.pending_spawn.clear()
             for child in self.children.values():
                 _signal(child.pid, signal.SIGTERM)
         else:
@@ -157,16 +181,13 @@ class Supervisor:
             logger.warning("event=shutdown_forced signal=%s", signal.Signals(signum).name)
             for child in self.children.values():
                 _signal(child.pid, signal.SIGKILL)
+            if self.housekeeper_pid is not None:
+                _signal(self.housekeeper_pid, signal.SIGKILL)
             os._exit(1)
 
-    def _spawn(self, index: int) -> None:
-        token = uuid.uuid4()
-        # The executor must not inherit open Django connections (sockets are shared
-        # across fork); the supervisor's own psycopg connection it never touches, and it
-        # leaves through os._exit so nothing is closed on the supervisor's behalf.
-        connections.close_all()
-        supervisor_pid = os.getpid()
-        self.slots.clear(index)
+    # --- forking ------------------------------------------------------------------
+
+    def _fork(self, target: Any) -> int:
         # Until the child has its own handlers, a signal must not run the supervisor's
         # (it would signal the child's siblings); the parent must not miss one either.
         blocked = signal.pthread_sigmask(signal.SIG_BLOCK, HANDLED_SIGNALS)
@@ -179,83 +200,244 @@ class Supervisor:
                     signal.signal(signum, signal.SIG_DFL)
                 signal.signal(signal.SIGINT, signal.SIG_IGN)
                 signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
-                code = Executor(
-                    self.config, index=index, token=token, slots=self.slots, supervisor_pid=supervisor_pid
-                ).run()
+                code = target()
             except BaseException:
-                logger.exception("event=executor_crashed index=%d", index)
+                logger.exception("event=child_crashed")
             finally:
                 logging.shutdown()
                 os._exit(code)
-        self.children[pid] = Child(index=index, pid=pid, token=token)
         signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+        return pid
+
+    def _spawn(self, index: int) -> None:
+        token = uuid.uuid4()
+        supervisor_pid = os.getpid()
+        # Named before the fork, so that the housekeeper heartbeats its jobs from the start.
+        self.slots.reset(index, token)
+        wake_r, wake_w = self.wake[index]
+
+        def target() -> int:
+            return Executor(
+                self.config,
+                index=index,
+                token=token,
+                slots=self.slots,
+                supervisor_pid=supervisor_pid,
+                wake_r=wake_r,
+                wake_w=wake_w,
+            ).run()
+
+        pid = self._fork(target)
+        self.slots.set_executor(index, token, pid)
+        self.children[pid] = Child(index=index, pid=pid, token=token, started=time.monotonic())
         if self.shutdown_deadline is not None:
             # Forked as the shutdown began: it stops at once, having claimed nothing.
             _signal(pid, signal.SIGTERM)
 
+    def _spawn_housekeeper(self) -> None:
+        for pipe in (self.commands, self.acks):
+            if pipe is not None:
+                for fd in pipe:
+                    with contextlib.suppress(OSError):
+                        os.close(fd)
+        self.commands = os.pipe()
+        self.acks = os.pipe()
+        commands_r, commands_w = self.commands
+        acks_r, acks_w = self.acks
+        self.progress.value = time.monotonic()
+
+        def target() -> int:
+            os.close(commands_w)
+            os.close(acks_r)
+            return Housekeeper(
+                self.config,
+                worker_id=self.id,
+                slots=self.slots,
+                wake_fds=[write for _, write in self.wake],
+                commands_r=commands_r,
+                acks_w=acks_w,
+                progress=self.progress,
+            ).run()
+
+        self.housekeeper_pid = self._fork(target)
+        self.housekeeper_started = time.monotonic()
+        os.close(commands_r)
+        os.close(acks_w)
+        self.commands = (-1, commands_w)
+        self.acks = (acks_r, -1)
+        os.set_blocking(commands_w, False)
+        # Whatever was not acknowledged goes to the new one (settling twice is harmless).
+        for settlement in self.settlements.values():
+            self._send(settlement.message())
+        if self.shutdown_deadline is not None and not self.children:
+            self._send(b"stop\n")
+
+    def _send(self, message: bytes) -> None:
+        if self.commands is None:
+            return
+        try:
+            os.write(self.commands[1], message)
+        except (BlockingIOError, BrokenPipeError, OSError):
+            # Resent when the housekeeper is restarted.
+            logger.warning("event=housekeeper_unreachable")
+
+    def _ack_fds(self) -> list[int]:
+        return [self.acks[0]] if self.acks is not None and self.acks[0] >= 0 else []
+
+    def _read_acks(self) -> None:
+        for fd in self._ack_fds():
+            readable, _, _ = select.select([fd], [], [], 0)
+            if not readable:
+                continue
+            chunk = os.read(fd, 4096)
+            self.ack_buffer += chunk
+            *lines, self.ack_buffer = self.ack_buffer.split(b"\n")
+            for line in lines:
+                if line.strip():
+                    self.settlements.pop(int(line), None)
+
     # --- executors ----------------------------------------------------------------
 
     def _collect_children(self) -> None:
-        while self.children:
+        while True:
             try:
                 pid, status = os.waitpid(-1, os.WNOHANG)
             except ChildProcessError:
-                self.children.clear()
                 return
             if pid == 0:
                 return
+            code = os.waitstatus_to_exitcode(status)
+            if pid == self.housekeeper_pid:
+                self._housekeeper_exited(code)
+                continue
             child = self.children.pop(pid, None)
             if child is None:
                 continue
-            code = os.waitstatus_to_exitcode(status)
-            running = self.slots.read(child.index)
-            self.slots.clear(child.index)
             if code in (EXIT_OK, EXIT_RECYCLE) and child.killed_for is None:
+                self.streaks[child.index] = Streak()
                 # Burst executors leave when the queue is empty; recycled ones are replaced.
                 if self.shutdown_deadline is None and (code == EXIT_RECYCLE or not self.config.burst):
                     self._spawn(child.index)
+                else:
+                    self._settle(child, [], "executor exited")
                 continue
-            self._lost_executor(child, code, running)
+            self._lost_executor(child, code)
             if self.shutdown_deadline is None:
-                self._spawn(child.index)
+                self._schedule_respawn(child, code)
 
-    def _lost_executor(self, child: Child, code: int, running: Running | None) -> None:
-        """An executor died or was killed: settle the job it was running, give the rest
-        of its jobs back to the queue without using their attempts."""
+    def _lost_executor(self, child: Child, code: int) -> None:
+        """An executor died or was killed: have the attempts it ran recorded as failed and
+        the rest of its jobs given back."""
         how = f"signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
-        failed: tuple[uuid.UUID, int, JobsError] | None = None
+        running = [running for _, running in self.slots.running(child.index)]
+        failed = []
         if child.killed_for is not None:
             job_id, attempt, limit = child.killed_for
-            message = f"hard time limit of {limit:g}s exceeded; executor process killed"
-            failed = (job_id, attempt, TimeLimitExceeded(message))
-        elif running is not None and not child.killed_at_shutdown:
-            message = f"executor process died while running the job ({how})"
-            failed = (running.job_id, running.attempt, ProcessDied(message))
-        logger.warning("event=executor_lost index=%d pid=%d how=%r", child.index, child.pid, how)
-        self.unsettled.append(Settlement(child.token, failed))
-        self._settle()
+            failed.append(
+                failed_attempt(
+                    job_id,
+                    attempt,
+                    TimeLimitExceeded(f"hard time limit of {limit:g}s exceeded; executor process killed"),
+                )
+            )
+            for other in running:
+                if (other.job_id, other.attempt) != (job_id, attempt):
+                    failed.append(
+                        failed_attempt(
+                            other.job_id,
+                            other.attempt,
+                            ProcessDied(
+                                f"executor process killed: job {job_id} exceeded its hard time limit"
+                            ),
+                        )
+                    )
+        else:
+            for other in running:
+                failed.append(
+                    failed_attempt(
+                        other.job_id,
+                        other.attempt,
+                        ProcessDied(f"executor process died while running the job ({how})"),
+                    )
+                )
+        logger.warning(
+            "event=executor_lost index=%d pid=%d how=%r running=%d", child.index, child.pid, how, len(running)
+        )
+        self._settle(child, failed, f"executor process died ({how})", refund_running=child.killed_at_shutdown)
 
-    def _settle(self) -> bool:
-        """Write what lost executors leave behind; with the database away, keep it for the
-        next tick rather than wait (the leases are no longer extended meanwhile)."""
-        while self.unsettled:
-            settlement = self.unsettled[0]
-            if not self._db(settlement.write, "settle"):
-                return False
-            self.unsettled.pop(0)
-        return True
+    def _settle(self, child: Child, failed: list[Any], reason: str, *, refund_running: bool = False) -> None:
+        self.settlement_seq += 1
+        settlement = Settlement(
+            seq=self.settlement_seq,
+            token=child.token,
+            failed=failed,
+            reason=reason,
+            refund_running=refund_running,
+        )
+        self.settlements[settlement.seq] = settlement
+        self._send(settlement.message())
+        for entry in range(self.slots.entries):
+            self.slots.clear(child.index, entry)
+
+    def _schedule_respawn(self, child: Child, code: int) -> None:
+        streak = self.streaks[child.index]
+        now = time.monotonic()
+        if now - child.started >= HEALTHY_AFTER:
+            streak.deaths = 0
+        streak.deaths += 1
+        delay = 0.0 if streak.deaths == 1 else min(RESPAWN_CAP, RESPAWN_BASE * 2 ** (streak.deaths - 2))
+        delay *= random.uniform(0.75, 1.0)
+        streak.respawn_at = now + delay
+        # Once per streak, then at 2, 4, 8... deaths: why, not a line per crash.
+        if streak.deaths & (streak.deaths - 1) == 0 and streak.deaths > 1:
+            logger.error(
+                "event=executor_crash_loop index=%d deaths_in_a_row=%d respawn_in=%.1fs last_exit=%s",
+                child.index,
+                streak.deaths,
+                delay,
+                f"signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}",
+            )
+        self.pending_spawn.add(child.index)
+
+    def _respawn_due(self, now: float) -> None:
+        for index in sorted(self.pending_spawn):
+            if self.shutdown_deadline is not None:
+                self.pending_spawn.discard(index)
+            elif now >= self.streaks[index].respawn_at:
+                self.pending_spawn.discard(index)
+                self._spawn(index)
 
     def _enforce_time_limits(self, now: float) -> None:
-        for child in self.children.values():
+        for child in list(self.children.values()):
             if child.killed_for is not None:
                 continue
-            running = self.slots.read(child.index)
-            if running is not None and running.deadline and now > running.deadline:
-                child.killed_for = (running.job_id, running.attempt, running.deadline - running.started)
-                logger.warning(
-                    "event=time_limit job=%s attempt=%d pid=%d", running.job_id, running.attempt, child.pid
-                )
-                _signal(child.pid, signal.SIGKILL)
+            for entry in range(self.slots.entries):
+                snapshot = self.slots.snapshot(child.index, entry)
+                running = snapshot.running
+                if running is None or not running.deadline:
+                    continue
+                grace = ASYNC_KILL_GRACE if entry in self.async_entries else 0.0
+                if now > running.deadline + grace and self._kill_if_unchanged(
+                    child, entry, snapshot.seq, running
+                ):
+                    break
+
+    def _kill_if_unchanged(self, child: Child, entry: int, seq: int, running: Running) -> bool:
+        """Stop the executor, read the entry again, and kill only if it still runs the same
+        attempt (between the first reading and the kill the job may have finished and the
+        next started)."""
+        _signal(child.pid, signal.SIGSTOP)
+        _wait_stopped(child.pid)
+        again = self.slots.snapshot(child.index, entry)
+        if again.seq != seq or again.running != running:
+            _signal(child.pid, signal.SIGCONT)
+            return False
+        child.killed_for = (running.job_id, running.attempt, running.deadline - running.started)
+        logger.warning(
+            "event=time_limit job=%s attempt=%d pid=%d", running.job_id, running.attempt, child.pid
+        )
+        _signal(child.pid, signal.SIGKILL)
+        return True
 
     def _kill_all(self, reason: str) -> None:
         for child in self.children.values():
@@ -263,132 +445,70 @@ class Supervisor:
             child.killed_at_shutdown = True
             _signal(child.pid, signal.SIGKILL)
 
-    # --- housekeeping -------------------------------------------------------------
+    # --- the housekeeper ----------------------------------------------------------------
 
-    def _heartbeat_interval(self) -> float:
-        """A third of the shortest lease in hand, looked at every tick: a job with a short
-        lease that starts right after a beat gets its first extension in time."""
-        leases = [self.config.lease_seconds]
-        for child in self.children.values():
-            running = self.slots.read(child.index)
-            if running is not None:
-                leases.append(running.lease_seconds)
-        return min(MAX_HEARTBEAT_INTERVAL, min(leases) / 3)
-
-    def _heartbeat(self, now: float) -> None:
-        tokens = [child.token for child in self.children.values()]
-
-        def beat(cursor: Any) -> bool:
-            in_hand = store.extend_leases(cursor, tokens=tokens, lease_seconds=self.config.lease_seconds)
-            registry.heartbeat(cursor, self, tokens=tokens, jobs_in_hand=in_hand)
-            return True
-
-        if self._db(beat, "heartbeat"):
-            self.last_heartbeat = now
-
-    def _reap(self, now: float) -> None:
-        interval = self.config.reaper_interval
-        self.next_reap = now + interval * random.uniform(0.5, 1.5)
-
-        def reap(cursor: Any) -> None:
-            for job_id, state, task_path, attempt in store.reap(
-                cursor, backoff_base=self.config.backoff_base, backoff_cap=self.config.backoff_cap
-            ):
-                logger.warning(
-                    "event=reaped job=%s task=%s attempt=%d outcome=%s reason='worker lost'",
-                    job_id,
-                    task_path,
-                    attempt,
-                    "dead" if state == "dead" else "retry",
-                )
-            registry.expire(cursor)
-
-        self._db(reap, "reap")
-
-    def _db(self, operation: Any, what: str) -> Any:
-        """Run a housekeeping statement; on a lost connection log and go on, so that
-        supervising executors never waits for the database. The next tick retries."""
-        if (
-            self.db.cursor is None
-            and self.db.failures
-            and time.monotonic() < getattr(self, "_db_retry_at", 0)
-        ):
-            return None
-        try:
-            return self.db.run(operation, retry=False)
-        except CONNECTION_ERRORS as exc:
-            delay = min(5.0, 0.1 * 2 ** min(self.db.failures, 6))
-            self._db_retry_at = time.monotonic() + delay
-            logger.warning(
-                "event=db_unavailable op=%s retry_in=%.1fs error=%r", what, delay, str(exc).strip()
-            )
-            return None
-        except psycopg.Error as exc:
-            # Not the connection but the statement (a timeout, a conflict): try again at
-            # the next tick rather than take the worker down.
-            logger.warning("event=db_error op=%s error=%r", what, str(exc).strip())
-            return None
-
-
-def _fail_fast(conn: psycopg.Connection) -> None:
-    """Housekeeping must not hold up supervising: a statement that waits for a lock or
-    runs long gives up, and the next tick tries again (see FAIL_FAST_LIBPQ)."""
-    conn.execute("SET statement_timeout = '2s'")
-    conn.execute("SET lock_timeout = '500ms'")
-
-
-@dataclass(frozen=True)
-class Settlement:
-    """What a lost executor leaves: maybe a failed attempt, and jobs to give back."""
-
-    token: uuid.UUID
-    failed: tuple[uuid.UUID, int, JobsError] | None
-
-    def write(self, cursor: Any) -> bool:
-        # Both writes are fenced on the token, so repeating them after a lost reply is safe;
-        # the failed attempt goes first, or the release would give it back unused.
-        if self.failed is not None:
-            self._fail_attempt(cursor, *self.failed)
-        released = store.release(cursor, worker=self.token)
-        if released:
-            logger.warning("event=released count=%d reason=executor_lost", len(released))
-        return True
-
-    def _fail_attempt(self, cursor: Any, job_id: uuid.UUID, attempt: int, error: JobsError) -> None:
-        cursor.execute("SELECT task_path, max_attempts FROM jobs_job WHERE id = %s", [job_id])
-        row = cursor.fetchone()
-        if row is None:
+    def _housekeeper_exited(self, code: int) -> None:
+        self.housekeeper_pid = None
+        stopping = self.shutdown_deadline is not None and not self.children
+        if stopping and code == 0:
             return
-        policy = replace(_policy_for(row[0]), max_attempts=row[1])
-        decision = decide(error, attempt=attempt, policy=policy)
-        outcome = {
-            "id": str(job_id),
-            "attempt": attempt,
-            "state": decision.state,
-            "delay": decision.delay,
-            "error": error_record(error),
-        }
-        changed = store.record_outcomes(cursor, worker=self.token, outcomes=[outcome])
-        logger.warning(
-            "event=attempt_failed job=%s task=%s attempt=%d/%d outcome=%s error=%r recorded=%s",
-            job_id,
-            row[0],
-            attempt,
-            row[1],
-            "retry" if decision.state == "queued" else "dead",
-            str(error),
-            bool(changed),
+        self.housekeeper_deaths += 1
+        logger.warning("event=housekeeper_lost code=%d deaths=%d", code, self.housekeeper_deaths)
+        time.sleep(
+            min(RESPAWN_CAP, RESPAWN_BASE * 2 ** min(self.housekeeper_deaths - 1, 6)) * random.random()
         )
+        self._spawn_housekeeper()
+
+    def _watch_housekeeper(self, now: float) -> None:
+        if self.housekeeper_pid is None:
+            return
+        if now - self.progress.value > HOUSEKEEPER_STUCK:
+            logger.warning("event=housekeeper_stuck seconds=%.1f action=restart", now - self.progress.value)
+            self.progress.value = now
+            _signal(self.housekeeper_pid, signal.SIGKILL)
+        elif now - self.housekeeper_started > HEALTHY_AFTER:
+            self.housekeeper_deaths = 0
+
+    def _stop_housekeeper(self) -> None:
+        self._send(b"stop\n")
+        deadline = time.monotonic() + SETTLE_AT_EXIT
+        while self.housekeeper_pid is not None and time.monotonic() < deadline:
+            try:
+                pid, status = os.waitpid(self.housekeeper_pid, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if pid:
+                self._read_acks()
+                if os.waitstatus_to_exitcode(status) != 0 and self.settlements:
+                    self._spawn_housekeeper()
+                    self._send(b"stop\n")
+                    continue
+                self.housekeeper_pid = None
+                break
+            time.sleep(TICK)
+        self._read_acks()
+        if self.housekeeper_pid is not None:
+            _signal(self.housekeeper_pid, signal.SIGKILL)
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(self.housekeeper_pid, 0)
+        if self.settlements:
+            logger.error(
+                "event=unsettled_at_exit executors=%d reason='database unavailable'", len(self.settlements)
+            )
 
 
-def _policy_for(task_path: str) -> RetryPolicy:
-    from .executor import _default_policy
-
-    try:
-        task = resolve_task(task_path)
-    except JobsError:
-        return _default_policy()
-    return task.retry_policy() if isinstance(task, JobTask) else _default_policy()
+def _wait_stopped(pid: int) -> None:
+    """Until ``pid`` is in the stopped state (or gone), at most STOP_PATIENCE."""
+    deadline = time.monotonic() + STOP_PATIENCE
+    stat = Path(f"/proc/{pid}/stat")
+    while time.monotonic() < deadline:
+        try:
+            state = stat.read_text().rpartition(")")[2].split()[0]
+        except (OSError, IndexError):
+            return
+        if state in "TtZX":
+            return
+        os.sched_yield()
 
 
 def _signal(pid: int, signum: int) -> None:

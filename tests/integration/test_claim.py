@@ -112,8 +112,8 @@ def test_the_claim_plan_walks_the_partial_index_among_many_finished_rows() -> No
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE jobs_job")
     params = {
-        "queues": ["email", "default"], "limit": 10, "worker": uuid.uuid4(), "now": None,
-        "lease_seconds": 300.0, "default_timeout": None,
+        "queues": ["email", "default"], "quotas": [10, 10], "limit": 10, "worker": uuid.uuid4(),
+        "now": None, "lease_seconds": 300.0, "default_timeout": None,
     }  # fmt: skip
 
     custom = _plan("EXPLAIN " + store.sql("claim"), params)
@@ -125,27 +125,30 @@ def test_the_claim_plan_walks_the_partial_index_among_many_finished_rows() -> No
     prepared = store.sql("claim")
     numbered = (
         ("queues", 1),
-        ("limit", 2),
-        ("worker", 3),
-        ("now", 4),
-        ("lease_seconds", 5),
-        ("default_timeout", 6),
+        ("quotas", 2),
+        ("limit", 3),
+        ("worker", 4),
+        ("now", 5),
+        ("lease_seconds", 6),
+        ("default_timeout", 7),
     )
     for name, number in numbered:
         prepared = prepared.replace(f"%({name})s", f"${number}")
     with connection.cursor() as cursor:
         cursor.execute("SET LOCAL plan_cache_mode = force_generic_plan")
-        cursor.execute(f"PREPARE test_claim (text[], int, uuid, timestamptz, float8, float8) AS {prepared}")
+        cursor.execute(
+            f"PREPARE test_claim (text[], int[], int, uuid, timestamptz, float8, float8) AS {prepared}"
+        )
     try:
         generic = _plan(
-            "EXPLAIN EXECUTE test_claim(%(queues)s, %(limit)s, %(worker)s, %(now)s, "
+            "EXPLAIN EXECUTE test_claim(%(queues)s, %(quotas)s, %(limit)s, %(worker)s, %(now)s, "
             "%(lease_seconds)s, %(default_timeout)s)",
             params,
         )
     finally:
         with connection.cursor() as cursor:
             cursor.execute("DEALLOCATE test_claim")
-    assert "$4" in generic, generic  # the clock parameter is left open: a generic plan
+    assert "$5" in generic, generic  # the clock parameter is left open: a generic plan
     assert "jobs_job_claimable" in generic, generic
     assert "Seq Scan on jobs_job" not in generic, generic
 
@@ -162,7 +165,7 @@ def test_a_job_without_its_own_lease_or_time_limit_gets_the_workers() -> None:
             cursor, worker=uuid.uuid4(), queues=["default"], limit=10, now=T0,
             lease_seconds=20, default_timeout=3,
         )  # fmt: skip
-    returned = {row[0]: (row[6], row[7]) for row in rows}
+    returned = {row.id: (row.timeout, row.lease_seconds) for row in rows}
     assert returned == {plain.id: (3, 20), own.id: (7, 45)}
     expiry = dict(Job.objects.filter(id__in=returned).values_list("id", "lease_expires_at"))
     assert expiry == {plain.id: T0 + timedelta(seconds=20), own.id: T0 + timedelta(seconds=45)}

@@ -152,7 +152,7 @@ def test_enqueue_stores_the_task_its_options_and_payload() -> None:
     uuid.UUID(result.id)
     job = Job.objects.get(id=result.id)
     assert (job.task_path, job.queue_name, job.priority, job.state) == (
-        "tests.tasks.basic.fail_always", "low", 7, State.QUEUED,
+        "tests.tasks.basic.fail_always", "low", 7, State.SCHEDULED,
     )  # fmt: skip
     assert (job.args, job.kwargs, job.run_at, job.attempt) == ([], {"message": "x"}, run_after, 0)
     # No lease or time limit of its own: the worker's settings apply when it is claimed.
@@ -175,10 +175,13 @@ def test_unset_options_come_from_settings_and_set_ones_win() -> None:
 def test_a_delayed_job_is_claimable_only_from_run_after() -> None:
     run_after = timezone.now() + timedelta(hours=2)
     result = basic.add.using(run_after=run_after).enqueue(1, 2)
+    assert Job.objects.get(id=result.id).state == State.SCHEDULED
     with connection.cursor() as cursor:
+        assert store.promote(cursor, now=run_after - timedelta(seconds=1)) == {}
         early = store.claim(
             cursor, worker=uuid.uuid4(), queues=["default"], limit=5, now=run_after - timedelta(seconds=1)
         )
+        assert store.promote(cursor, now=run_after) == {"default": 1}
         due = store.claim(cursor, worker=uuid.uuid4(), queues=["default"], limit=5, now=run_after)
     assert early == []
     assert [row[0] for row in due] == [uuid.UUID(result.id)]

@@ -9,11 +9,12 @@ from datetime import datetime, timedelta
 import pytest
 from asgiref.sync import async_to_sync
 from django.tasks import TaskResultStatus
-from django.tasks.exceptions import TaskResultDoesNotExist, TaskResultMismatch
+from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist, TaskResultMismatch
+from django.test.utils import override_settings
 from django.utils import timezone
 
 from jobs import store
-from jobs.exceptions import BadPayload, BadReturnValue, Discard, UnknownTask
+from jobs.exceptions import BadPayload, BadReturnValue, Discard
 from jobs.models import Job
 from jobs.retry import MAX_DELAY
 from jobs.states import FINISHED, State
@@ -55,7 +56,7 @@ def test_a_failing_job_is_retried_after_its_backoff_then_dead_with_every_error()
     for attempt, backoff in ((1, 10), (2, 20)):
         factories.run_due(now=at)
         job = Job.objects.get(id=result.id)
-        assert (job.state, job.attempt) == (State.QUEUED, attempt)
+        assert (job.state, job.attempt) == (State.SCHEDULED, attempt)
         assert at + timedelta(seconds=backoff / 2) <= job.run_at <= at + timedelta(seconds=backoff)
         assert factories.run_due(now=job.run_at - TICK) == []
         at = job.run_at
@@ -97,7 +98,7 @@ def test_retry_after_n_seconds_overrides_the_backoff() -> None:
     at = start()
     factories.run_due(now=at)
     job = Job.objects.get(id=result.id)
-    assert (job.state, job.attempt, job.run_at) == (State.QUEUED, 1, at + timedelta(seconds=42))
+    assert (job.state, job.attempt, job.run_at) == (State.SCHEDULED, 1, at + timedelta(seconds=42))
     assert (job.errors[0]["exception"], job.last_error) == ("jobs.exceptions.Retry", "provider busy")
     times = run_until_finished(result.id, at=job.run_at)
     # Retry asks for another attempt, not for more attempts than the task allows (5).
@@ -111,7 +112,7 @@ def test_a_retry_far_in_the_future_is_stored() -> None:
     at = start()
     factories.run_due(now=at)
     job = Job.objects.get(id=result.id)
-    assert (job.state, job.attempt) == (State.QUEUED, 1)
+    assert (job.state, job.attempt) == (State.SCHEDULED, 1)
     assert job.run_at == at + timedelta(seconds=MAX_DELAY)
 
 
@@ -121,7 +122,7 @@ def test_snooze_reschedules_without_using_an_attempt() -> None:
     for _ in range(7):
         factories.run_due(now=at)
         job = Job.objects.get(id=result.id)
-        assert (job.state, job.attempt, job.worker_ids, job.errors) == (State.QUEUED, 0, [], [])
+        assert (job.state, job.attempt, job.worker_ids, job.errors) == (State.SCHEDULED, 0, [], [])
         assert job.run_at == at + timedelta(seconds=30)
         at = job.run_at
     # More snoozes than max_attempts (5): still waiting, never dead.
@@ -170,14 +171,14 @@ def test_an_error_message_with_a_nul_character_is_recorded() -> None:
     result = engine.fail_with_nul.enqueue()
     factories.run_due(now=start())
     job = Job.objects.get(id=result.id)
-    assert (job.state, job.attempt, job.last_error) == (State.QUEUED, 1, "bad byte \\x00 in the message")
+    assert (job.state, job.attempt, job.last_error) == (State.SCHEDULED, 1, "bad byte \\x00 in the message")
 
 
 def test_an_error_message_with_a_lone_surrogate_is_recorded() -> None:
     result = engine.fail_with_surrogate.enqueue()
     factories.run_due(now=start())
     job = Job.objects.get(id=result.id)
-    assert (job.state, job.attempt, job.last_error) == (State.QUEUED, 1, "cannot open /tmp/caf\\udce9")
+    assert (job.state, job.attempt, job.last_error) == (State.SCHEDULED, 1, "cannot open /tmp/caf\\udce9")
     assert job.errors[0]["traceback"].rstrip().endswith("OSError: cannot open /tmp/caf\\udce9")
 
 
@@ -199,36 +200,69 @@ def test_an_error_message_with_a_lone_surrogate_is_recorded() -> None:
         ),
     ],
 )
-def test_a_task_whose_options_cannot_be_applied_is_dead_with_the_reason(task, message: str) -> None:
-    result = task.enqueue()
+def test_a_task_whose_options_cannot_be_applied_is_refused_at_enqueue_and_dead_if_a_row_has_them(
+    task, message: str
+) -> None:
+    with pytest.raises(InvalidTask) as refused:
+        task.enqueue()
+    assert str(refused.value).startswith(message), refused.value
+    assert not Job.objects.exists()
+    # A row that names them anyway (written by an older version, or by hand) cannot run.
+    bad = factories.job(State.QUEUED, task_path=task.module_path, non_retryable=list(task.non_retryable))
     good = basic.add.enqueue(1, 2)
     factories.run_due(now=start())
-    job = Job.objects.get(id=result.id)
+    job = Job.objects.get(id=bad.id)
     assert (job.state, job.attempt) == (State.DEAD, 1)
     assert job.errors[0]["exception"] == "jobs.exceptions.BadTaskOptions"
     assert job.last_error.startswith(message), job.last_error
     assert Job.objects.get(id=good.id).state == State.SUCCEEDED
 
 
+UNKNOWN_TASKS = [
+    (
+        "tests.tasks.basic.no_such_task",
+        "task 'tests.tasks.basic.no_such_task' cannot be imported: ImportError(",
+    ),
+    ("no.such.module.task", "task 'no.such.module.task' cannot be imported: ModuleNotFoundError("),
+    (".x", "task '.x' cannot be imported: ValueError('Empty module name')"),
+    (
+        "tests.tasks.engine.record_key",
+        "'tests.tasks.engine.record_key' is not a task (decorate it with @task)",
+    ),
+]
+
+
+@pytest.mark.parametrize(("task_path", "message"), UNKNOWN_TASKS)
+def test_a_job_whose_task_does_not_import_waits_using_no_attempt(task_path: str, message: str) -> None:
+    # A deploy may be rolling out: this worker may not have the new task yet.
+    bad = factories.job(State.QUEUED, max_attempts=1, task_path=task_path)
+    at = start()
+    for _ in range(3):
+        factories.run_due(now=at)
+        job = Job.objects.get(id=bad.id)
+        assert (job.state, job.attempt, job.worker_ids) == (State.SCHEDULED, 0, [])
+        assert job.last_error.startswith(message), job.last_error
+        assert at + timedelta(seconds=0.5) <= job.run_at <= at + timedelta(seconds=60)
+        at = job.run_at
+    assert [e["exception"] for e in job.errors] == ["jobs.exceptions.UnknownTask"] * 3
+
+
+@pytest.mark.parametrize(("task_path", "message"), UNKNOWN_TASKS)
+@override_settings(JOBS={"UNKNOWN_TASK_GRACE": 60.0})
+def test_a_job_whose_task_never_imports_is_dead_after_the_grace(task_path: str, message: str) -> None:
+    bad = factories.job(State.QUEUED, task_path=task_path, now=timezone.now() - timedelta(seconds=61))
+    good = basic.add.enqueue(1, 2)
+    factories.run_due(now=start())
+    job = Job.objects.get(id=bad.id)
+    assert (job.state, job.attempt) == (State.DEAD, 1)
+    assert job.last_error.startswith(message), job.last_error
+    assert job.errors[0]["exception"] == "jobs.exceptions.UnknownTask"
+    assert Job.objects.get(id=good.id).state == State.SUCCEEDED
+
+
 @pytest.mark.parametrize(
     ("columns", "exception", "message"),
     [
-        (
-            {"task_path": "tests.tasks.basic.no_such_task"},
-            UnknownTask,
-            "task 'tests.tasks.basic.no_such_task' cannot be imported: ImportError(",
-        ),
-        (
-            {"task_path": "no.such.module.task"},
-            UnknownTask,
-            "task 'no.such.module.task' cannot be imported: ModuleNotFoundError(",
-        ),
-        ({"task_path": ".x"}, UnknownTask, "task '.x' cannot be imported: ValueError('Empty module name')"),
-        (
-            {"task_path": "tests.tasks.engine.record_key"},
-            UnknownTask,
-            "'tests.tasks.engine.record_key' is not a task (decorate it with @task)",
-        ),
         (
             {"task_path": "tests.tasks.basic.add", "args": {"a": 1}},
             BadPayload,

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from django.db import connection
+from django.db.models import F
 from django.utils import timezone
 
 from jobs import store
@@ -44,14 +45,30 @@ def reap(now) -> list[Any]:
         return store.reap(cursor, backoff_base=BASE, backoff_cap=CAP, now=now)
 
 
+def promote(now) -> dict[str, int]:
+    with connection.cursor() as cursor:
+        return store.promote(cursor, now=now)
+
+
 def release(worker: uuid.UUID, ids=None) -> list[uuid.UUID]:
     with connection.cursor() as cursor:
         return store.release(cursor, worker=worker, ids=ids)
 
 
-def extend(*tokens: uuid.UUID, now) -> int:
+def extend(*held: tuple[uuid.UUID, uuid.UUID], now) -> set[uuid.UUID]:
     with connection.cursor() as cursor:
-        return store.extend_leases(cursor, tokens=list(tokens), now=now)
+        return store.extend_leases(cursor, held=list(held), now=now)
+
+
+def start(worker: uuid.UUID, job: Job, attempt: int) -> None:
+    """Mark a claimed attempt as begun, as the executor does when its handler starts."""
+    with connection.cursor() as cursor:
+        store.record_outcomes(cursor, worker=worker, outcomes=[], started=[(job.id, attempt)])
+
+
+def unstart(job: Job) -> None:
+    """Make a running factory row one claimed in a batch and not begun yet."""
+    Job.objects.filter(id=job.id, state=State.RUNNING).update(started_attempt=F("attempt") - 1)
 
 
 def error(message: str = "boom") -> dict[str, str]:
@@ -102,8 +119,11 @@ OPERATIONS: dict[str, Callable[[Job], object]] = {
     "retry": lambda job: record(owner(job), retried(job)),
     "fail": lambda job: record(owner(job), dead(job)),
     "snooze": lambda job: record(owner(job), snoozed(job)),
-    "release": lambda job: release(owner(job), [job.id]),
+    "retry_at_once": lambda job: record(owner(job), retried(job, delay=0)),
+    "release": lambda job: (unstart(job), release(owner(job), [job.id])),
     "reap": lambda job: reap(T0 + timedelta(seconds=LEASE + 1)),
+    "reap_unstarted": lambda job: (unstart(job), reap(T0 + timedelta(seconds=LEASE + 1))),
+    "promote": lambda job: promote(T0 + timedelta(minutes=2)),
     "cancel": lambda job: store.cancel(job.id),
     "discard": lambda job: store.discard(job.id),
     "replay": lambda job: store.replay(job.id),
@@ -113,16 +133,22 @@ OPERATOR_ACTIONS = {"cancel", "discard", "replay", "run_now"}
 
 # What each operation does to a row in a given state; every other pair changes nothing.
 EXPECTED: dict[tuple[str, State], State] = {
+    ("promote", State.SCHEDULED): State.QUEUED,
+    ("cancel", State.SCHEDULED): State.CANCELLED,
+    ("discard", State.SCHEDULED): State.DEAD,
+    ("run_now", State.SCHEDULED): State.QUEUED,
     ("claim", State.QUEUED): State.RUNNING,
     ("claim_expired", State.QUEUED): State.EXPIRED,
     ("cancel", State.QUEUED): State.CANCELLED,
     ("discard", State.QUEUED): State.DEAD,
     ("run_now", State.QUEUED): State.QUEUED,
     ("succeed", State.RUNNING): State.SUCCEEDED,
-    ("retry", State.RUNNING): State.QUEUED,
-    ("snooze", State.RUNNING): State.QUEUED,
+    ("retry", State.RUNNING): State.SCHEDULED,
+    ("retry_at_once", State.RUNNING): State.QUEUED,
+    ("snooze", State.RUNNING): State.SCHEDULED,
     ("release", State.RUNNING): State.QUEUED,
-    ("reap", State.RUNNING): State.QUEUED,
+    ("reap", State.RUNNING): State.SCHEDULED,
+    ("reap_unstarted", State.RUNNING): State.QUEUED,
     ("fail", State.RUNNING): State.DEAD,
     ("cancel", State.RUNNING): State.CANCELLED,
     ("replay", State.DEAD): State.QUEUED,
@@ -171,10 +197,20 @@ def test_claim_starts_an_attempt_under_a_lease() -> None:
     worker = uuid.uuid4()
     [claimed] = claim(worker=worker)
     # Django's cursor hands jsonb over as text; the worker's own connection decodes it.
-    assert (json.loads(claimed[2]), json.loads(claimed[3])) == ([1, 2], {"x": "y"})
-    assert claimed[:2] + claimed[4:] == (
-        job.id, factories.NOOP, 1, 3, None, 45.0, job.trace_id, "default", 5, False,
-    )  # fmt: skip
+    assert (json.loads(claimed.args), json.loads(claimed.kwargs)) == ([1, 2], {"x": "y"})
+    assert (claimed.id, claimed.task_path, claimed.attempt, claimed.max_attempts) == (
+        job.id,
+        factories.NOOP,
+        1,
+        3,
+    )
+    assert (claimed.timeout, claimed.lease_seconds, claimed.trace_id) == (None, 45.0, job.trace_id)
+    assert (claimed.queue_name, claimed.priority, claimed.expired, claimed.handbacks) == (
+        "default",
+        5,
+        False,
+        0,
+    )
     job.refresh_from_db()
     assert (job.state, job.attempt, job.worker_id, job.worker_ids) == (State.RUNNING, 1, worker, [worker])
     assert job.lease_expires_at == T0 + timedelta(seconds=45)
@@ -207,7 +243,7 @@ def test_retry_requeues_after_the_delay_with_the_error_kept() -> None:
     job = factories.job(State.RUNNING, now=T0, attempt=2)
     assert record(job.worker_id, retried(job, delay=30.5)) == {job.id}
     after = Job.objects.get(id=job.id)
-    assert (after.state, after.attempt, after.finished_at) == (State.QUEUED, 2, None)
+    assert (after.state, after.attempt, after.finished_at) == (State.SCHEDULED, 2, None)
     assert after.run_at == T0 + timedelta(seconds=30.5)
     assert (after.worker_id, after.lease_expires_at) == (None, None)
     assert after.last_error == "try again"
@@ -233,8 +269,10 @@ def test_snooze_requeues_without_using_the_attempt() -> None:
     tokens = job.worker_ids
     record(job.worker_id, snoozed(job, delay=60))
     job.refresh_from_db()
-    assert (job.state, job.attempt, job.worker_ids) == (State.QUEUED, 1, tokens[:1])
+    assert (job.state, job.attempt, job.worker_ids) == (State.SCHEDULED, 1, tokens[:1])
     assert job.run_at == T0 + timedelta(seconds=60)
+    # The start mark went back with the attempt: the next claim's attempt is not begun.
+    assert job.started_attempt == 1
     assert len(job.errors) == 1
 
 
@@ -246,18 +284,18 @@ def test_outcomes_are_recorded_in_one_statement_each_under_its_own_fence() -> No
     assert changed == {a.id, b.id, c.id}
     states = dict(Job.objects.values_list("id", "state"))
     assert (states[a.id], states[b.id], states[c.id], states[other.id]) == (
-        State.SUCCEEDED, State.QUEUED, State.DEAD, State.RUNNING,
+        State.SUCCEEDED, State.SCHEDULED, State.DEAD, State.RUNNING,
     )  # fmt: skip
 
 
 # --- running -> queued: release -------------------------------------------------------------
 
 
-def test_release_gives_the_job_back_without_using_the_attempt() -> None:
+def test_release_gives_an_unstarted_job_back_without_using_the_attempt() -> None:
     worker = uuid.uuid4()
     started = factories.job(State.RUNNING, now=T0, worker=worker)
-    unstarted = factories.job(State.RUNNING, now=T0, worker=worker)
-    assert release(worker, [unstarted.id]) == [unstarted.id]
+    unstarted = factories.job(State.RUNNING, now=T0, worker=worker, started=False)
+    assert release(worker, [unstarted.id, started.id]) == [unstarted.id]
     unstarted.refresh_from_db()
     assert (unstarted.state, unstarted.attempt, unstarted.worker_ids) == (State.QUEUED, 0, [])
     assert (unstarted.worker_id, unstarted.lease_expires_at) == (None, None)
@@ -267,7 +305,8 @@ def test_release_gives_the_job_back_without_using_the_attempt() -> None:
 
 def test_release_of_everything_but_kept_jobs() -> None:
     worker = uuid.uuid4()
-    keep, give = factories.job(State.RUNNING, worker=worker), factories.job(State.RUNNING, worker=worker)
+    keep = factories.job(State.RUNNING, worker=worker, started=False)
+    give = factories.job(State.RUNNING, worker=worker, started=False)
     with connection.cursor() as cursor:
         assert store.release(cursor, worker=worker, keep=[keep.id]) == [give.id]
     assert Job.objects.get(id=keep.id).state == State.RUNNING
@@ -279,10 +318,10 @@ def test_release_of_everything_but_kept_jobs() -> None:
 def test_reaper_requeues_an_expired_job_after_backoff_and_keeps_the_attempt() -> None:
     job = factories.job(State.RUNNING, now=T0, attempt=2, max_attempts=3)
     later = T0 + timedelta(seconds=LEASE + 5)
-    assert [(r[0], r[1], r[3]) for r in reap(later)] == [(job.id, "queued", 2)]
+    assert [(r.id, r.state, r.attempt, r.unstarted) for r in reap(later)] == [(job.id, "scheduled", 2, False)]
     after = Job.objects.get(id=job.id)
     assert (after.state, after.attempt, after.worker_id, after.lease_expires_at) == (
-        State.QUEUED,
+        State.SCHEDULED,
         2,
         None,
         None,
@@ -315,18 +354,31 @@ def test_reaper_caps_the_backoff_of_a_job_with_very_many_attempts() -> None:
     assert later + timedelta(seconds=CAP / 2) <= many.run_at <= later + timedelta(seconds=CAP)
 
 
-def test_reaper_leaves_live_leases_alone() -> None:
+def test_reaper_gives_back_an_unstarted_job_unused_and_counts_the_handback() -> None:
+    job = factories.job(State.RUNNING, now=T0, attempt=1, max_attempts=1, started=False)
+    later = T0 + timedelta(seconds=LEASE + 5)
+    assert [(r.id, r.state, r.attempt, r.unstarted) for r in reap(later)] == [(job.id, "queued", 0, True)]
+    after = Job.objects.get(id=job.id)
+    assert (after.state, after.attempt, after.handbacks, after.worker_ids) == (State.QUEUED, 0, 1, [])
+    assert (after.run_at, after.errors, after.last_error) == (later, [], "")
+    # Claimed again it carries its handback, so the executor marks its start before it runs.
+    [claimed] = claim(now=later)
+    assert (claimed.attempt, claimed.handbacks) == (1, 1)
+
+
+def test_reaper_leaves_live_leases_and_the_grace_alone() -> None:
     job = factories.job(State.RUNNING, now=T0)
     before = factories.row(job.id)
     assert reap(T0 + timedelta(seconds=LEASE - 1)) == []
     assert reap(T0 + timedelta(seconds=LEASE)) == []
+    assert reap(T0 + timedelta(seconds=LEASE + store.REAP_GRACE / 2)) == []
     assert factories.row(job.id) == before
 
 
 def test_heartbeat_keeps_a_long_job_from_being_reaped() -> None:
     job = factories.job(State.RUNNING, now=T0)
     beat = T0 + timedelta(seconds=LEASE * 2 / 3)
-    assert extend(job.worker_id, uuid.uuid4(), now=beat) == 1
+    assert extend((job.id, job.worker_id), (uuid.uuid4(), uuid.uuid4()), now=beat) == {job.id}
     assert reap(T0 + timedelta(seconds=LEASE + 1)) == []
     job.refresh_from_db()
     assert (job.state, job.lease_expires_at) == (State.RUNNING, beat + timedelta(seconds=LEASE))
@@ -384,9 +436,10 @@ def test_replay_with_a_new_payload() -> None:
 
 
 def test_run_now_makes_a_delayed_job_due() -> None:
-    job = factories.job(State.QUEUED, run_at=T0 + timedelta(days=30))
+    job = factories.job(State.SCHEDULED, run_at=T0 + timedelta(days=30))
     assert claim(now=T0 + timedelta(days=1)) == []
     store.run_now(job.id)
+    assert Job.objects.get(id=job.id).state == State.QUEUED
     assert [row[0] for row in claim(now=timezone.now() + timedelta(seconds=1))] == [job.id]
 
 
@@ -406,8 +459,10 @@ def test_a_worker_whose_lease_expired_and_whose_job_was_taken_over_cannot_write(
     job = factories.job(State.QUEUED, now=T0)
     first, second = uuid.uuid4(), uuid.uuid4()
     claim(worker=first)
+    start(first, job, 1)
     reaped_at = T0 + timedelta(seconds=LEASE + 1)
-    assert [r[1] for r in reap(reaped_at)] == ["queued"]
+    assert [r.state for r in reap(reaped_at)] == ["scheduled"]
+    promote(reaped_at + timedelta(seconds=CAP))
     retaken_at = reaped_at + timedelta(seconds=CAP)
     assert [r[0] for r in claim(worker=second, now=retaken_at)] == [job.id]
     current = factories.row(job.id)
@@ -420,7 +475,7 @@ def test_a_worker_whose_lease_expired_and_whose_job_was_taken_over_cannot_write(
         assert record(first, outcome, now=retaken_at) == set()
     assert release(first) == []
     assert release(first, [job.id]) == []
-    assert extend(first, now=retaken_at) == 0
+    assert extend((job.id, first), now=retaken_at) == set()
     assert factories.row(job.id) == current
 
     job.refresh_from_db()
@@ -431,8 +486,10 @@ def test_the_same_worker_cannot_write_for_an_older_attempt() -> None:
     job = factories.job(State.QUEUED, now=T0)
     worker = uuid.uuid4()
     claim(worker=worker)
+    start(worker, job, 1)
     reaped_at = T0 + timedelta(seconds=LEASE + 1)
     reap(reaped_at)
+    promote(reaped_at + timedelta(seconds=CAP))
     claim(worker=worker, now=reaped_at + timedelta(seconds=CAP))
     current = factories.row(job.id)
     assert current["attempt"] == 2

@@ -111,10 +111,13 @@ def test_rows_that_cannot_run_go_to_dead_and_the_worker_keeps_running(side_effec
         "NUL in error": engine.fail_with_nul.enqueue("nul"),
         "async": basic.async_add.enqueue(2, 3),
         "context": basic.report_attempt.enqueue(),
-        "bad options": engine.misconfigured.enqueue(),
+        "bad options": factories.job(
+            task_path="tests.tasks.engine.misconfigured", non_retryable=["tests.tasks.engine.NoSuchError"]
+        ),
     }
 
-    output = finish(start_worker())
+    # No grace for tasks that do not import: they go dead at once, with the reason.
+    output = finish(start_worker(JOBS_UNKNOWN_TASK_GRACE="0"))
 
     for name, job in bad.items():
         job.refresh_from_db()
@@ -128,7 +131,7 @@ def test_rows_that_cannot_run_go_to_dead_and_the_worker_keeps_running(side_effec
     assert (not_json.state, not_json.errors[0]["exception"]) == (State.DEAD, "jobs.exceptions.BadReturnValue")
     # Its error could not be stored as it was; the job still waits for its retry, once.
     nul = Job.objects.get(id=odd["NUL in error"].id)
-    assert (nul.state, nul.attempt, nul.last_error) == (State.QUEUED, 1, "bad byte \\x00 in the message")
+    assert (nul.state, nul.attempt, nul.last_error) == (State.SCHEDULED, 1, "bad byte \\x00 in the message")
     assert counts["nul"] == 1
     misconfigured = Job.objects.get(id=odd["bad options"].id)
     assert (misconfigured.state, misconfigured.errors[0]["exception"]) == (

@@ -4,7 +4,6 @@ worker keeps running and other jobs keep flowing."""
 
 from __future__ import annotations
 
-import threading
 import uuid
 from pathlib import Path
 
@@ -13,7 +12,8 @@ from django.db import transaction
 
 from jobs import store
 from jobs.worker.db import Connection
-from jobs.worker.outcomes import OutcomeBuffer
+from jobs.worker.feeder import Feeder
+from tests import factories
 from tests.conftest import side_effect_counts
 from tests.process.resilience_support import all_in_state, job, running_worker, wait_until
 from tests.tasks import basic, resilience
@@ -112,11 +112,13 @@ def test_outcome_the_database_refuses_is_recorded_dead_and_the_rest_written(tran
     db = Connection("default", name="test-outcomes")
     try:
         store.claim(db.ensure(), worker=token, queues=["default"], limit=3)
-        outcomes = OutcomeBuffer(db, token=token, db_lock=threading.Lock())
-        for position, job_id in enumerate(ids):
-            result = "\x00" if position == 1 else position * 2
-            outcomes.add({"id": str(job_id), "attempt": 1, "state": "succeeded", "result": result})
-        outcomes.flush()
+        feeder = Feeder(factories.worker_config(), token=token, db=db, lanes={})
+        outcomes = [
+            {"id": str(job_id), "attempt": 1, "state": "succeeded", "result": "\x00" if n == 1 else n * 2}
+            for n, job_id in enumerate(ids)
+        ]
+        feeder._write(outcomes, [])
+        feeder.close()
     finally:
         db.drop()
     assert [job(i).state for i in ids] == ["succeeded", "dead", "succeeded"]

@@ -39,9 +39,12 @@ def db_now(conn: psycopg.Connection) -> datetime:
     return conn.execute("SELECT now()").fetchone()[0]
 
 
-def claim_one(conn: psycopg.Connection, token: uuid.UUID, now: datetime) -> tuple[Any, ...]:
+def claim_one(conn: psycopg.Connection, token: uuid.UUID, now: datetime) -> store.Claimed:
+    """Claim the one due job and begin it, as an executor does."""
+    store.promote(conn.cursor(), now=now)
     rows = store.claim(conn.cursor(), worker=token, queues=["default"], limit=1, now=now)
     assert len(rows) == 1
+    store.record_outcomes(conn.cursor(), worker=token, outcomes=[], started=[(rows[0].id, rows[0].attempt)])
     return rows[0]
 
 
@@ -65,13 +68,13 @@ def test_worker_that_lost_its_lease_cannot_overwrite_the_new_owner(conns: list[p
     claim_one(old_worker, old, t0)
     # The old worker stalls past its lease (300 s); a reaper takes the job back.
     assert [r[0] for r in store.reap(reaper.cursor(), now=t0 + timedelta(seconds=301), **BACKOFF)] == [job_id]
-    assert claim_one(new_worker, new, t0 + timedelta(seconds=400))[4] == 2
+    assert claim_one(new_worker, new, t0 + timedelta(seconds=400)).attempt == 2
 
     # The old worker wakes up: nothing it writes lands.
     cursor = old_worker.cursor()
     assert store.record_outcomes(cursor, worker=old, outcomes=[succeeded(job_id, 1, "stale")]) == set()
     assert store.record_outcomes(cursor, worker=old, outcomes=[succeeded(job_id, 2, "stale")]) == set()
-    assert store.extend_leases(cursor, tokens=[old]) == 0
+    assert store.extend_leases(cursor, held=[(job_id, old)]) == set()
     assert store.release(cursor, worker=old) == []
     assert (job(job_id).state, job(job_id).worker_id) == ("running", new)
 
@@ -90,7 +93,7 @@ def test_same_token_cannot_record_an_attempt_it_lost(conns: list[psycopg.Connect
     claim_one(worker, token, t0)
     store.reap(reaper.cursor(), now=t0 + timedelta(seconds=301), **BACKOFF)
     # The same executor claims the job again: the outcome of its first attempt is stale.
-    assert claim_one(worker, token, t0 + timedelta(seconds=400))[4] == 2
+    assert claim_one(worker, token, t0 + timedelta(seconds=400)).attempt == 2
     assert store.record_outcomes(worker.cursor(), worker=token, outcomes=[succeeded(job_id, 1)]) == set()
     assert store.record_outcomes(worker.cursor(), worker=token, outcomes=[succeeded(job_id, 2)]) == {job_id}
 
@@ -111,10 +114,10 @@ def test_reaper_requeues_expired_jobs_with_backoff_then_marks_them_dead(
 
     t1 = lease + timedelta(seconds=1)
     assert store.reap(reaper.cursor(), now=t1, **BACKOFF) == [
-        (expiring, "queued", resilience.spin.module_path, 1)
+        (expiring, "scheduled", resilience.spin.module_path, 1, False)
     ]
     back = job(expiring)
-    assert (back.state, back.attempt, back.worker_id, back.lease_expires_at) == ("queued", 1, None, None)
+    assert (back.state, back.attempt, back.worker_id, back.lease_expires_at) == ("scheduled", 1, None, None)
     # Equal jitter on the first backoff step: between half of and the full base.
     assert timedelta(seconds=5) <= back.run_at - t1 <= timedelta(seconds=10)
     assert back.last_error == "worker lost"
@@ -127,7 +130,7 @@ def test_reaper_requeues_expired_jobs_with_backoff_then_marks_them_dead(
     claim_one(worker, token, t2)
     t3 = t2 + timedelta(seconds=400)
     assert store.reap(reaper.cursor(), now=t3, **BACKOFF) == [
-        (expiring, "dead", resilience.spin.module_path, 2)
+        (expiring, "dead", resilience.spin.module_path, 2, False)
     ]
     dead = job(expiring)
     assert (dead.state, dead.attempt, dead.last_error, dead.finished_at) == ("dead", 2, "worker lost", t3)
@@ -139,7 +142,10 @@ def test_two_reapers_at_once_take_each_job_once(conns: list[psycopg.Connection])
     ids = {uuid.UUID(r.id) for r in basic.noop.enqueue_many([((), {})] * 50)}
     token = uuid.uuid4()
     t0 = db_now(worker)
-    store.claim(worker.cursor(), worker=token, queues=["default"], limit=50, now=t0)
+    rows = store.claim(worker.cursor(), worker=token, queues=["default"], limit=50, now=t0)
+    store.record_outcomes(
+        worker.cursor(), worker=token, outcomes=[], started=[(r.id, r.attempt) for r in rows]
+    )
     later = t0 + timedelta(seconds=301)
 
     # The first reaper is in the middle of its statement's transaction, rows locked...
@@ -201,4 +207,4 @@ def test_outcome_arriving_after_the_reaper_took_the_job_is_dropped(conns: list[p
     # ...and then finds the job no longer running under its claim.
     assert changed == [set()]
     back = job(job_id)
-    assert (back.state, back.result, back.last_error) == ("queued", None, "worker lost")
+    assert (back.state, back.result, back.last_error) == ("scheduled", None, "worker lost")

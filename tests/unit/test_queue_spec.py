@@ -1,12 +1,9 @@
 """``--queues`` parsing and the weighted queue order (jobs/worker/config.py)."""
 
-import random
-from collections import Counter
-
 import pytest
 
 from jobs.conf import JobsSettings
-from jobs.worker.config import QueueSpecError, WorkerConfig, parse_queues, weighted_order
+from jobs.worker.config import QueueSpecError, WorkerConfig, parse_queues
 
 KNOWN = {"default", "email", "push", "low"}
 
@@ -45,46 +42,6 @@ def test_bad_specs_are_rejected_with_a_clear_message(spec: str, message: str) ->
 def test_an_empty_queue_name_is_rejected() -> None:
     with pytest.raises(QueueSpecError):
         parse_queues(":3")
-
-
-def test_weighted_order_lists_every_queue_once() -> None:
-    queues = parse_queues("email:6,default:3,low:1")
-    rng = random.Random(1)
-    for _ in range(200):
-        assert sorted(weighted_order(queues, rng.random)) == ["default", "email", "low"]
-
-
-def test_each_queue_comes_first_in_proportion_to_its_weight() -> None:
-    queues = parse_queues("email:6,default:3,low:1")
-    rng = random.Random(7)
-    draws = 20_000
-    first = Counter(weighted_order(queues, rng.random)[0] for _ in range(draws))
-    assert first["email"] / draws == pytest.approx(0.6, abs=0.02)
-    assert first["default"] / draws == pytest.approx(0.3, abs=0.02)
-    assert first["low"] / draws == pytest.approx(0.1, abs=0.02)
-
-
-def test_equal_weights_are_fair() -> None:
-    queues = parse_queues("a,b")
-    rng = random.Random(3)
-    first = Counter(weighted_order(queues, rng.random)[0] for _ in range(10_000))
-    assert first["a"] / 10_000 == pytest.approx(0.5, abs=0.02)
-
-
-def _config(spec: str, *, strict: bool) -> WorkerConfig:
-    return WorkerConfig.from_settings(
-        JobsSettings(), queues=parse_queues(spec), strict=strict, concurrency=1, burst=True
-    )
-
-
-def test_strict_mode_always_visits_queues_in_the_order_given() -> None:
-    config = _config("low:1,email:6", strict=True)
-    assert all(config.queue_order() == ["low", "email"] for _ in range(50))
-
-
-def test_weighted_mode_varies_the_order() -> None:
-    config = _config("low:1,email:1", strict=False)
-    assert len({tuple(config.queue_order()) for _ in range(200)}) == 2
 
 
 def test_config_takes_settings_unless_an_option_overrides_them() -> None:

@@ -1,5 +1,5 @@
-"""The slot table executors and their supervisor share: what one writes the other reads,
-across fork, and never half of one write with half of another."""
+"""The slot table executors, the supervisor and the housekeeper share: what one writes the
+others read, across fork, and never half of one write with half of another."""
 
 from __future__ import annotations
 
@@ -8,24 +8,45 @@ import signal
 import time
 import uuid
 
-from jobs.worker.slots import _FIELDS, _SEQ, Running, SlotTable
+from jobs.worker.slots import _FIELDS, _HEADER_SIZE, _SEQ, Running, SlotTable
 
 
 def test_empty_slot_reads_as_nothing_running() -> None:
-    table = SlotTable(2)
-    assert table.read(0) is None
-    assert table.read(1) is None
+    table = SlotTable(2, entries=3)
+    assert all(table.read(e, i) is None for e in range(2) for i in range(3))
+    assert table.executor(0) is None
 
 
-def test_start_and_clear_round_trip_per_slot() -> None:
-    table = SlotTable(3)
+def test_start_and_clear_round_trip_per_entry() -> None:
+    table = SlotTable(2, entries=3)
     job_id = uuid.uuid4()
-    table.start(1, job_id, 2, 100.5, 130.5, 60.0)
-    assert table.read(1) == Running(job_id, 2, 100.5, 130.5, 60.0)
-    assert table.read(0) is None
-    assert table.read(2) is None
-    table.clear(1)
-    assert table.read(1) is None
+    table.start(1, 2, job_id, 2, 100.5, 130.5, 60.0)
+    assert table.read(1, 2) == Running(job_id, 2, 100.5, 130.5, 60.0)
+    assert table.running(1) == [(2, Running(job_id, 2, 100.5, 130.5, 60.0))]
+    assert table.running(0) == [] and table.read(1, 1) is None
+    table.clear(1, 2)
+    assert table.read(1, 2) is None
+
+
+def test_an_executor_block_is_named_and_reset_for_its_successor() -> None:
+    table = SlotTable(1, entries=2)
+    first, second = uuid.uuid4(), uuid.uuid4()
+    table.set_executor(0, first, 123)
+    table.start(0, 1, uuid.uuid4(), 1, 1.0, 0.0, 30.0)
+    assert table.executor(0) == (first, 123)
+    table.reset(0, second, 456)
+    assert table.executor(0) == (second, 456) and table.running(0) == []
+
+
+def test_a_snapshot_changes_its_sequence_with_every_write() -> None:
+    table = SlotTable(1)
+    job_id = uuid.uuid4()
+    table.start(0, 0, job_id, 1, 1.0, 2.0, 3.0)
+    before = table.snapshot(0, 0)
+    table.clear(0, 0)
+    table.start(0, 0, job_id, 1, 1.0, 2.0, 3.0)
+    after = table.snapshot(0, 0)
+    assert before.running == after.running and before.seq != after.seq
 
 
 def test_what_a_forked_executor_writes_the_supervisor_reads() -> None:
@@ -33,10 +54,10 @@ def test_what_a_forked_executor_writes_the_supervisor_reads() -> None:
     job_id = uuid.uuid4()
     pid = os.fork()
     if pid == 0:
-        table.start(0, job_id, 1, 1.0, 0.0, 300.0)
+        table.start(0, 0, job_id, 1, 1.0, 0.0, 300.0)
         os._exit(0)
     os.waitpid(pid, 0)
-    assert table.read(0) == Running(job_id, 1, 1.0, 0.0, 300.0)
+    assert table.read(0, 0) == Running(job_id, 1, 1.0, 0.0, 300.0)
 
 
 def test_a_write_killed_half_way_does_not_hang_the_reader() -> None:
@@ -44,9 +65,9 @@ def test_a_write_killed_half_way_does_not_hang_the_reader() -> None:
     # stays odd, and the reader gives up waiting and takes what is there.
     table = SlotTable(1)
     job_id = uuid.uuid4()
-    _SEQ.pack_into(table.buf, 0, 1)
-    _FIELDS.pack_into(table.buf, _SEQ.size, job_id.bytes, 3, 5.0, 6.0, 7.0)
-    assert table.read(0) == Running(job_id, 3, 5.0, 6.0, 7.0)
+    _SEQ.pack_into(table.buf, _HEADER_SIZE, 1)
+    _FIELDS.pack_into(table.buf, _HEADER_SIZE + _SEQ.size, job_id.bytes, 3, 5.0, 6.0, 7.0)
+    assert table.read(0, 0) == Running(job_id, 3, 5.0, 6.0, 7.0)
 
 
 def test_reads_during_constant_writes_are_never_torn() -> None:
@@ -57,15 +78,15 @@ def test_reads_during_constant_writes_are_never_torn() -> None:
     if pid == 0:
         try:
             while True:
-                table.start(0, *first)
-                table.start(0, *second)
+                table.start(0, 0, *first)
+                table.start(0, 0, *second)
         finally:
             os._exit(0)
     try:
         seen = set()
         deadline = time.monotonic() + 0.5
         while time.monotonic() < deadline:
-            running = table.read(0)
+            running = table.read(0, 0)
             if running is not None:
                 seen.add(
                     (

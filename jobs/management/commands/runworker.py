@@ -39,6 +39,19 @@ class Command(BaseCommand):
             "--no-listen", action="store_true", help="Poll only; no LISTEN/NOTIFY (for poolers)."
         )
         parser.add_argument(
+            "--threads",
+            type=int,
+            default=None,
+            help="Handler threads per executor for blocking tasks that wait on I/O (default: "
+            "JOBS_THREADS, 0: the executor runs them one at a time).",
+        )
+        parser.add_argument(
+            "--async-concurrency",
+            type=int,
+            default=None,
+            help="Async handlers running at once per executor (default: JOBS_ASYNC_CONCURRENCY, 50).",
+        )
+        parser.add_argument(
             "--max-jobs-per-child",
             type=int,
             default=0,
@@ -56,6 +69,9 @@ class Command(BaseCommand):
         concurrency = options["concurrency"] if options["concurrency"] is not None else os.cpu_count() or 1
         if concurrency < 1:
             raise CommandError("--concurrency must be at least 1")
+        for name in ("threads", "async_concurrency"):
+            if options[name] is not None and options[name] < 0:
+                raise CommandError(f"--{name.replace('_', '-')} must be 0 or more")
         for name in ("shutdown_timeout", "poll_interval"):
             if options[name] is not None and options[name] <= 0:
                 raise CommandError(f"--{name.replace('_', '-')} must be positive")
@@ -69,5 +85,7 @@ class Command(BaseCommand):
             poll_interval=options["poll_interval"],
             listen=False if options["no_listen"] else None,
             max_jobs_per_child=options["max_jobs_per_child"],
+            threads=options["threads"],
+            async_concurrency=options["async_concurrency"],
         )
         raise SystemExit(run_worker(config))

@@ -1,0 +1,341 @@
+"""One attempt of one job, whatever runs it: the task resolved, the payload checked, the
+handler called, and the outcome decided and logged.
+
+Shared by every lane of an executor (the inline handler, handler threads, the async loop;
+lanes.py) and by the tests' in-process runner. Nothing here touches the job table: the
+outcome is a dict that the executor's feeder writes, fenced, with others.
+
+The rules that keep a job from looping or losing its outcome live here:
+
+* the executor writes the job's slot entry before ``begin``, so even an import that calls
+  ``sys.exit()`` or crashes the process counts as the attempt it is;
+* anything a handler raises is the job's outcome; anything that fails while the failure is
+  being recorded (an exception whose ``__str__`` raises) is recorded too, never re-raised;
+* ``task_started``/``task_finished`` receivers are called robustly: their errors are
+  logged, never taken for the job's.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import logging
+import random
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from django.tasks import Task, TaskResult, TaskResultStatus
+
+from .. import signals
+from ..backend import exception_classes, resolve_task
+from ..exceptions import BadPayload, JobsError, UnknownTask
+from ..payloads import check_result, error_record
+from ..retry import RetryPolicy, decide
+from ..store import Claimed
+from .config import WorkerConfig
+
+logger = logging.getLogger("jobs.worker")
+
+
+@dataclass(slots=True)
+class TaskInfo:
+    """A task as this process runs it, with what does not change from job to job."""
+
+    task: Task
+    is_async: bool
+    takes_context: bool
+    signature: inspect.Signature
+    # Payload shapes (number of args, kwarg names) already checked against the signature.
+    fits: dict[tuple[int, tuple[str, ...]], str] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, task: Task) -> TaskInfo:
+        return cls(
+            task=task,
+            is_async=inspect.iscoroutinefunction(task.func),
+            takes_context=task.takes_context,
+            signature=inspect.signature(task.func),
+        )
+
+    def check(self, args: list[Any], kwargs: dict[str, Any]) -> None:
+        """BadPayload unless the arguments fit the handler's signature (cached by shape)."""
+        shape = (len(args), tuple(kwargs))
+        problem = self.fits.get(shape)
+        if problem is None:
+            try:
+                if self.takes_context:
+                    self.signature.bind(None, *args, **kwargs)
+                else:
+                    self.signature.bind(*args, **kwargs)
+                problem = ""
+            except TypeError as exc:
+                problem = f"payload does not fit the task's signature: {exc}"
+            if len(self.fits) < 64:
+                self.fits[shape] = problem
+        if problem:
+            raise BadPayload(problem)
+
+
+@dataclass(slots=True)
+class Begun:
+    """An attempt whose task and payload are known good, ready to call."""
+
+    row: Claimed
+    info: TaskInfo
+    args: list[Any]
+    kwargs: dict[str, Any]
+    policy: RetryPolicy
+    started: float
+    # The TaskResult handed to the handler's context and to signal receivers, if any.
+    running: TaskResult | None = None
+
+
+class Attempts:
+    """Runs attempts for one executor process (claim token ``token``)."""
+
+    def __init__(self, config: WorkerConfig, *, token: Any) -> None:
+        self.config = config
+        self.token = token
+        self.tasks: dict[str, TaskInfo] = {}
+        self.policies: dict[tuple[Any, ...], RetryPolicy] = {}
+        self.jobs_done = 0
+
+    # --- before the handler -----------------------------------------------------------
+
+    def resolve(self, task_path: str) -> TaskInfo:
+        """The task a job names, imported once per process (UnknownTask if it cannot be)."""
+        info = self.tasks.get(task_path)
+        if info is None:
+            info = self.tasks[task_path] = TaskInfo.of(resolve_task(task_path))
+        return info
+
+    def begin(self, row: Claimed, started: float) -> Begun:
+        """Resolve, decode and check; raises JobsError when the row cannot run at all."""
+        info = self.resolve(row.task_path)
+        args, kwargs = _decode(row.args, row.kwargs)
+        info.check(args, kwargs)
+        begun = Begun(row, info, args, kwargs, self.policy(row, info), started)
+        if (
+            info.takes_context
+            or signals.observed(signals.task_started)
+            or signals.observed(signals.task_finished)
+        ):
+            begun.running = _task_result(info.task, row, args, kwargs, self.token)
+            if signals.observed(signals.task_started):
+                _send_robust(signals.task_started, info.task, begun.running)
+        return begun
+
+    def policy(self, row: Claimed, info: TaskInfo | None) -> RetryPolicy:
+        """The job's retry policy (cached per distinct set of options)."""
+        key = (
+            row.task_path,
+            row.max_attempts,
+            row.backoff_base,
+            row.backoff_cap,
+            row.jitter,
+            tuple(row.non_retryable),
+        )
+        policy = self.policies.get(key)
+        if policy is None:
+            policy = policy_from_row(
+                self.config,
+                task_path=row.task_path,
+                max_attempts=row.max_attempts,
+                backoff_base=row.backoff_base,
+                backoff_cap=row.backoff_cap,
+                jitter=row.jitter,
+                non_retryable=row.non_retryable,
+            )
+            if len(self.policies) < 256:
+                self.policies[key] = policy
+        return policy
+
+    # --- after the handler ------------------------------------------------------------
+
+    def succeeded(self, begun: Begun, value: Any) -> dict[str, Any]:
+        row = begun.row
+        try:
+            result = check_result(value)
+        except JobsError as exc:
+            return self.failed(row, exc, begun.started, begun=begun)
+        outcome = {"id": str(row.id), "attempt": row.attempt, "state": "succeeded", "result": result}
+        self._log(row, begun.started, "succeeded")
+        if begun.running is not None and signals.observed(signals.task_finished):
+            _send_finished(begun, value=value)
+        return outcome
+
+    def failed(
+        self, row: Claimed, error: BaseException, started: float, *, begun: Begun | None = None
+    ) -> dict[str, Any]:
+        """The outcome of an attempt that raised ``error``; never raises itself."""
+        try:
+            return self._failed(row, error, started, begun)
+        except BaseException as failure:
+            logger.exception("event=outcome_error job=%s", row.id)
+            return {
+                "id": str(row.id),
+                "attempt": row.attempt,
+                "state": "dead",
+                "error": error_record(failure),
+            }
+
+    def _failed(
+        self, row: Claimed, error: BaseException, started: float, begun: Begun | None
+    ) -> dict[str, Any]:
+        outcome: dict[str, Any] = {"id": str(row.id), "attempt": row.attempt}
+        if isinstance(error, UnknownTask):
+            return self._unknown_task(row, error, started, outcome)
+        if begun is None and isinstance(error, JobsError):
+            # The row cannot run at all (a bad payload, bad options): retrying would fail
+            # the same way.
+            outcome.update(state="dead", error=error_record(error))
+            self._log(row, started, "dead", error)
+            return outcome
+        policy = begun.policy if begun is not None else self.policy(row, None)
+        decision = decide(error, attempt=row.attempt, policy=policy)
+        outcome.update(state=decision.state, delay=decision.delay)
+        if decision.refund:
+            outcome["refund"] = 1
+        else:
+            outcome["error"] = error_record(error)
+        label = "snoozed" if decision.refund else ("retry" if decision.state == "queued" else "dead")
+        self._log(row, started, label, error, decision.reason)
+        if (
+            decision.state == "dead"
+            and begun is not None
+            and begun.running is not None
+            and signals.observed(signals.task_finished)
+        ):
+            _send_finished(begun, error=error)
+        return outcome
+
+    def _unknown_task(
+        self, row: Claimed, error: UnknownTask, started: float, outcome: dict[str, Any]
+    ) -> dict[str, Any]:
+        # A deploy may be rolling out: a worker still on the old code meets a task only the
+        # new code has. Wait for it with backoff (no attempt used) for a while, then dead.
+        waited = max((datetime.now(UTC) - row.created_at).total_seconds(), 0.0)
+        if waited < self.config.unknown_task_grace:
+            # Half the time waited so far (1 s to 60 s, jittered): quick retries while a
+            # deploy is likely under way, rarer ones as it gets less likely.
+            delay = min(60.0, max(1.0, waited / 2)) * random.uniform(0.75, 1.0)
+            outcome.update(state="queued", delay=delay, refund=1, error=error_record(error))
+            self._log(row, started, "waiting", error, "task not importable here yet")
+            return outcome
+        outcome.update(state="dead", error=error_record(error))
+        self._log(row, started, "dead", error, f"task not importable for {waited:.0f}s")
+        return outcome
+
+    # --- the log line -----------------------------------------------------------------
+
+    def _log(
+        self, row: Claimed, started: float, outcome: str, error: BaseException | None = None, reason: str = ""
+    ) -> None:
+        self.jobs_done += 1
+        level = logging.WARNING if outcome == "dead" else logging.INFO
+        if not logger.isEnabledFor(level):
+            return
+        line = (
+            f"job={row.id} task={row.task_path} queue={row.queue_name} "
+            f"attempt={row.attempt}/{row.max_attempts} duration_ms={(time.monotonic() - started) * 1000:.1f} "
+            f"outcome={outcome} trace_id={row.trace_id}"
+        )
+        if error is not None:
+            line += f" error={type(error).__name__}: {_short(error)!r}"
+        if reason:
+            line += f" reason={reason!r}"
+        logger.log(level, line)
+
+
+def policy_from_row(
+    config: WorkerConfig,
+    *,
+    task_path: str,
+    max_attempts: int,
+    backoff_base: float | None,
+    backoff_cap: float | None,
+    jitter: bool | None,
+    non_retryable: list[str],
+) -> RetryPolicy:
+    """A job's retry policy from the options kept on its row (the task's own and those of
+    .using() alike), else the worker's settings: the same on every path that decides an
+    outcome (executor, supervisor's settlements, reaper). BadTaskOptions if a
+    non_retryable path does not import."""
+    return RetryPolicy(
+        max_attempts=max_attempts,
+        backoff_base=config.backoff_base if backoff_base is None else backoff_base,
+        backoff_cap=config.backoff_cap if backoff_cap is None else backoff_cap,
+        jitter=True if jitter is None else jitter,
+        non_retryable=exception_classes(non_retryable or (), owner=task_path),
+    )
+
+
+def _short(error: BaseException) -> str:
+    try:
+        return str(error)[:200]
+    except BaseException:  # noqa: BLE001 - a log line must not fail on a bad __str__
+        return f"<{type(error).__name__}>"
+
+
+def _decode(args: Any, kwargs: Any) -> tuple[list[Any], dict[str, Any]]:
+    """The stored payload: decoded jsonb on the worker's connection, text on Django's."""
+    try:
+        if isinstance(args, str):
+            args = json.loads(args)
+        if isinstance(kwargs, str):
+            kwargs = json.loads(kwargs)
+    except ValueError as exc:
+        raise BadPayload(f"payload is not JSON: {exc}") from exc
+    if not isinstance(args, list) or not isinstance(kwargs, dict):
+        raise BadPayload(
+            f"payload must be a list of args and a dict of kwargs, got "
+            f"{type(args).__name__} and {type(kwargs).__name__}"
+        )
+    return args, kwargs
+
+
+def _task_result(task: Task, row: Claimed, args: list[Any], kwargs: dict[str, Any], token: Any) -> TaskResult:
+    return TaskResult(
+        task=task,
+        id=str(row.id),
+        status=TaskResultStatus.RUNNING,
+        enqueued_at=row.created_at,
+        started_at=None,
+        finished_at=None,
+        last_attempted_at=None,
+        args=args,
+        kwargs=kwargs,
+        backend=task.backend,
+        errors=[],
+        # One entry per attempt so that context.attempt is right.
+        worker_ids=[""] * (row.attempt - 1) + [str(token)],
+    )
+
+
+def _send_robust(signal: Any, task: Task, running: TaskResult) -> None:
+    for receiver, response in signal.send_robust(sender=type(task.get_backend()), task_result=running):
+        if isinstance(response, BaseException):
+            logger.error(
+                "event=signal_receiver_failed signal=task_started receiver=%r error=%r",
+                receiver,
+                _short(response),
+            )
+
+
+def _send_finished(begun: Begun, *, value: Any = None, error: BaseException | None = None) -> None:
+    assert begun.running is not None
+    try:
+        for receiver, response in signals.send_finished_robust(
+            type(begun.info.task.get_backend()), begun.running, value=value, error=error
+        ):
+            if isinstance(response, BaseException):
+                logger.error(
+                    "event=signal_receiver_failed signal=task_finished job=%s receiver=%r error=%r",
+                    begun.row.id,
+                    receiver,
+                    _short(response),
+                )
+    except Exception:
+        logger.exception("event=signal_failed signal=task_finished job=%s", begun.row.id)

@@ -1,0 +1,630 @@
+"""An executor's database thread: it claims work for the executor's lanes, writes their
+outcomes and start marks, and gives back what they cannot start soon, all on the
+executor's one connection. Lanes (lanes.py) never touch the database; the feeder never
+runs a handler. So the database and the handlers work at the same time: while the feeder
+waits for the next claim or for an outcome write, the lanes go on running jobs.
+
+What it keeps, under one condition variable:
+
+* ``waiting`` per lane: claimed rows not started yet, in the order they should start
+  (fairness.py). Only the feeder adds rows; lanes take them one at a time.
+* ``running`` per lane: what each lane slot runs, with its start time.
+* ``pending``: outcomes of finished attempts, written in one fenced statement when the
+  oldest has waited ``FLUSH_AFTER``, when many are waiting, or when the lanes go idle.
+* start marks: a running attempt's start is written with the next write (at most about
+  ``FLUSH_AFTER`` after it began), or before it begins when the job was handed back
+  unstarted before or is a retry (``mark_now``), so that a job that takes its whole worker
+  down keeps using attempts instead of looping on refunds.
+
+Rows an executor holds but has not started are never stuck behind a running handler: when
+a lane's handlers have run past the prefetch horizon while rows wait for that lane, or a
+task known to be slow starts with rows behind it, the waiting rows are released at once
+(attempt given back) for other executors to take; on SIGTERM all of them are.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import select
+import signal
+import threading
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
+
+import psycopg
+
+from .. import store
+from ..exceptions import BadReturnValue
+from ..store import Claimed
+from .config import WorkerConfig
+from .db import Connection, is_connection_lost
+from .fairness import QueueShares
+
+logger = logging.getLogger("jobs.worker")
+
+# Outcomes and start marks wait at most about this long in memory before they are written.
+FLUSH_AFTER = 0.01
+# Or until this many outcomes are waiting.
+FLUSH_COUNT = 500
+# A running attempt whose start is older than this is marked with the next write (quicker
+# ones are usually finished by then, and their outcome says they ran).
+MARK_AFTER = 0.002
+# After a claim that found nothing, the next one waits for a wake-up or the poll interval;
+# after a failed statement, this long.
+RETRY_AFTER = 1.0
+# Weight of the newest duration in a queue's running average.
+EWMA = 0.2
+
+INLINE, THREADS, ASYNC = "inline", "threads", "async"
+
+
+@dataclass
+class Lane:
+    """Book-keeping for one kind of handler slot; the lane itself is in lanes.py."""
+
+    name: str
+    # Slot-table entries of this lane, and how many handlers may run at once.
+    entries: list[int]
+    waiting: deque[Claimed] = field(default_factory=deque)
+    # entry -> (row, monotonic start)
+    running: dict[int, tuple[Claimed, float]] = field(default_factory=dict)
+    # Called (with the feeder's lock held) when rows were added or the lane must stop.
+    on_rows: Callable[[], None] = lambda: None
+
+    @property
+    def free(self) -> int:
+        return len(self.entries) - len(self.running) - len(self.waiting)
+
+
+class Feeder:
+    def __init__(
+        self,
+        config: WorkerConfig,
+        *,
+        token: uuid.UUID,
+        db: Connection,
+        lanes: dict[str, Lane],
+        wake_fd: int | None = None,
+    ) -> None:
+        self.config = config
+        self.token = token
+        self.db = db
+        self.lanes = lanes
+        self.wake_fd = wake_fd
+        self.shares = QueueShares(config.queues, strict=config.strict)
+        self.cv = threading.Condition()
+        self.pending: list[dict[str, Any]] = []
+        self.pending_since = 0.0
+        # Being written right now (kept for the orphan release on reconnect).
+        self.writing: list[dict[str, Any]] = []
+        # (id, attempt) of running attempts whose start is written.
+        self.marked: set[tuple[uuid.UUID, int]] = set()
+        # Rows taken from the lanes to be given back.
+        self.to_release: list[uuid.UUID] = []
+        # Sync flushes: lanes wait until written >= the generation they asked for.
+        self.asked = 0
+        self.written = 0
+        self.stopping = False
+        self.recycle = False
+        self.finished_all = False
+        self.idle_until = 0.0
+        # Burst mode ends once a claim made after the last write found nothing.
+        self.empty_since_write = False
+        self.crashed = False
+        self.started_jobs = 0
+        # Per queue: expected run time of an inline job, and the lane its jobs went to.
+        self.expected: dict[str, float] = {}
+        self.lane_of_queue: dict[str, str] = {}
+        # Per task: the lane it runs in (learned when a lane first resolves it) and its
+        # expected run time.
+        self.lane_of_task: dict[str, str] = {}
+        self.task_time: dict[str, float] = {}
+        self.poke_r, self.poke_w = os.pipe()
+        os.set_blocking(self.poke_w, False)
+        self.sleeping = False
+        self.thread: threading.Thread | None = None
+
+    # --- called by lanes (any thread) --------------------------------------------------
+
+    def take(self, lane: Lane, *, block: bool = True) -> Claimed | None:
+        """The next row for ``lane``, or None when the executor stops (or, without
+        ``block``, when nothing waits). The caller starts it at once."""
+        with self.cv:
+            while not lane.waiting:
+                if self.finished_all or not block:
+                    return None
+                self.cv.wait()
+            return lane.waiting.popleft()
+
+    def started(self, lane: Lane, entry: int, row: Claimed, at: float) -> None:
+        with self.cv:
+            lane.running[entry] = (row, at)
+            self.started_jobs += 1
+            slow = self.task_time.get(row.task_path, 0.0) > self.config.prefetch_horizon
+            if slow and lane.name == INLINE and lane.waiting:
+                # A task known to outlast the horizon: what waits behind it goes now.
+                self._give_back_locked(lane, reason="behind_slow_task")
+        if slow:
+            self._poke()
+
+    def mark_now(self, row: Claimed) -> None:
+        """Write this attempt's start (and every finished outcome) before it runs."""
+        with self.cv:
+            self.asked += 1
+            wanted = self.asked
+        self._poke()
+        with self.cv:
+            while self.written < wanted and not self.finished_all:
+                self.cv.wait(0.5)
+
+    def finished(self, lane: Lane, entry: int, outcome: dict[str, Any], duration: float) -> None:
+        """An attempt ended: queue its outcome and free its slot."""
+        with self.cv:
+            row, _ = lane.running.pop(entry)
+            self.marked.discard((row.id, row.attempt))
+            if not self.pending:
+                self.pending_since = time.monotonic()
+            self.pending.append(outcome)
+            previous_task = self.task_time.get(row.task_path)
+            if previous_task is None:
+                # A task's first job pays for importing it: not a measure of the next ones.
+                self.task_time[row.task_path] = duration / 10
+            else:
+                self.task_time[row.task_path] = previous_task + EWMA * (duration - previous_task)
+                if lane.name == INLINE:
+                    previous = self.expected.get(row.queue_name)
+                    self.expected[row.queue_name] = (
+                        duration if previous is None else previous + EWMA * (duration - previous)
+                    )
+            poke = len(self.pending) == 1 or len(self.pending) >= FLUSH_COUNT or not lane.waiting
+        if poke:
+            self._poke()
+
+    def reroute(self, lane: Lane, entry: int, row: Claimed, to: str) -> None:
+        """A lane resolved the row's task and found it belongs to lane ``to`` (an async
+        task met by the inline lane): it starts there next, ahead of that lane's queue."""
+        with self.cv:
+            lane.running.pop(entry, None)
+            self.lane_of_task[row.task_path] = to
+            self.lane_of_queue[row.queue_name] = to
+            target = self.lanes[to]
+            target.waiting.appendleft(row)
+            target.on_rows()
+            self.cv.notify_all()
+
+    def learn(self, row: Claimed, lane: str) -> None:
+        self.lane_of_task[row.task_path] = lane
+        self.lane_of_queue[row.queue_name] = lane
+
+    def stop(self, *, recycle: bool = False) -> None:
+        """Stop claiming, give back what has not started, let running handlers finish."""
+        with self.cv:
+            self.stopping = True
+            self.recycle = self.recycle or recycle
+            for lane in self.lanes.values():
+                self._give_back_locked(lane, reason="shutdown")
+        self._poke()
+
+    def in_hand(self) -> list[str]:
+        """Jobs this executor holds (waiting, running, outcome not written yet)."""
+        with self.cv:
+            ids = [str(o["id"]) for o in (*self.writing, *self.pending)]
+            for lane in self.lanes.values():
+                ids.extend(str(row.id) for row in lane.waiting)
+                ids.extend(str(row.id) for row, _ in lane.running.values())
+            return ids
+
+    # --- the thread ------------------------------------------------------------------
+
+    def start(self) -> None:
+        self.thread = threading.Thread(target=self.run, name="jobs-feeder", daemon=True)
+        self.thread.start()
+
+    def run(self) -> None:
+        # Signals are for the main thread (the soft time limit must interrupt its handler).
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGALRM, signal.SIGTERM, signal.SIGINT})
+        try:
+            while not self._step():
+                pass
+        except BaseException:
+            self.crashed = True
+            logger.exception("event=feeder_crashed")
+        finally:
+            with self.cv:
+                self.finished_all = True
+                for lane in self.lanes.values():
+                    lane.on_rows()
+                self.cv.notify_all()
+
+    def _step(self) -> bool:
+        """One turn: write, claim, give back, or wait. True once the executor is done."""
+        now = time.monotonic()
+        with self.cv:
+            self._check_horizon_locked(now)
+            releasing, self.to_release = self.to_release, []
+            outcomes, started = self._due_writes_locked(now)
+            busy = any(lane.running for lane in self.lanes.values())
+            waiting = any(lane.waiting for lane in self.lanes.values())
+            idle = not busy and not waiting and not self.pending and not outcomes
+            done = idle and (self.stopping or (self.config.burst and self.empty_since_write))
+            asked = self.asked
+        if releasing:
+            self._release(releasing)
+        if outcomes or started:
+            self._write(outcomes, started)
+            if outcomes:
+                self.empty_since_write = False
+                if self.config.burst or any(o["state"] == "queued" and not o.get("delay") for o in outcomes):
+                    # Due again at once (a retry without delay), or a burst worker about to
+                    # decide that nothing is left: look now rather than at the next poll.
+                    with self.cv:
+                        self.idle_until = 0.0
+        with self.cv:
+            if asked > self.written:
+                self.written = asked
+                self.cv.notify_all()
+        if done:
+            self._flush_everything()
+            return True
+        if self._claim_if_room(now):
+            return False
+        if self.config.burst and self.empty_since_write:
+            # Nothing was due: finish what is in hand, then leave (the next turn decides).
+            with self.cv:
+                if not any(lane.running or lane.waiting for lane in self.lanes.values()) and not self.pending:
+                    return False
+        self._wait(now)
+        return False
+
+    # --- writing -----------------------------------------------------------------------
+
+    def _due_writes_locked(self, now: float) -> tuple[list[dict[str, Any]], list[tuple[uuid.UUID, int]]]:
+        idle = not any(lane.running or lane.waiting for lane in self.lanes.values())
+        urgent = self.asked > self.written
+        due = self.pending and (
+            urgent
+            or idle
+            or self.stopping
+            or len(self.pending) >= FLUSH_COUNT
+            or now - self.pending_since >= FLUSH_AFTER
+        )
+        started = []
+        for lane in self.lanes.values():
+            for row, at in lane.running.values():
+                key = (row.id, row.attempt)
+                if key not in self.marked and (urgent or now - at >= MARK_AFTER):
+                    started.append(key)
+        if not due and not (started and (urgent or self._oldest_unmarked(now) >= FLUSH_AFTER)):
+            return [], []
+        outcomes, self.pending = (self.pending, []) if due or self.pending else ([], [])
+        self.writing = outcomes
+        self.marked.update(started)
+        return outcomes, started
+
+    def _oldest_unmarked(self, now: float) -> float:
+        oldest = 0.0
+        for lane in self.lanes.values():
+            for row, at in lane.running.values():
+                if (row.id, row.attempt) not in self.marked:
+                    oldest = max(oldest, now - at)
+        return oldest
+
+    def _write(self, outcomes: list[dict[str, Any]], started: list[tuple[uuid.UUID, int]]) -> None:
+        try:
+            changed = self._record(outcomes, started)
+        except BaseException:
+            with self.cv:
+                self.pending[:0] = outcomes
+                self.marked.difference_update(started)
+                self.writing = []
+            raise
+        with self.cv:
+            self.writing = []
+        if len(changed) != len(outcomes):
+            for outcome in outcomes:
+                if uuid.UUID(str(outcome["id"])) not in changed:
+                    logger.warning(
+                        "event=outcome_dropped job=%s attempt=%s reason=claim_superseded",
+                        outcome["id"],
+                        outcome["attempt"],
+                    )
+
+    def _record(self, outcomes: list[dict[str, Any]], started: list[tuple[uuid.UUID, int]]) -> set[uuid.UUID]:
+        def write(
+            cursor: Any, batch: list[dict[str, Any]], marks: list[tuple[uuid.UUID, int]]
+        ) -> set[uuid.UUID]:
+            return store.record_outcomes(cursor, worker=self.token, outcomes=batch, started=marks)
+
+        try:
+            return self.db.run(partial(write, batch=outcomes, marks=started))
+        except psycopg.Error as exc:
+            if is_connection_lost(exc):
+                raise
+            failure = exc
+        # The database refused the batch for what one outcome holds. Retried as is, it
+        # would fail forever and take the executor down with every job in hand: write
+        # them one by one, and an outcome that cannot be written at all as a dead job.
+        logger.warning("event=outcome_batch_refused count=%d error=%r", len(outcomes), str(failure).strip())
+        changed: set[uuid.UUID] = set()
+        self.db.run(partial(write, batch=[], marks=started))
+        for outcome in outcomes:
+            try:
+                changed |= self.db.run(partial(write, batch=[outcome], marks=[]))
+            except psycopg.Error as exc:
+                if is_connection_lost(exc):
+                    raise
+                changed |= self.db.run(partial(write, batch=[_unstorable(outcome, exc)], marks=[]))
+        return changed
+
+    def _flush_everything(self) -> None:
+        with self.cv:
+            outcomes, self.pending = self.pending, []
+            self.writing = outcomes
+        if outcomes:
+            self._write(outcomes, [])
+
+    # --- claiming ----------------------------------------------------------------------
+
+    def _claim_if_room(self, now: float) -> bool:
+        """Claim if some lane has room and the last claim did not come back empty just now.
+        True if it claimed anything."""
+        with self.cv:
+            if self.stopping or now < self.idle_until:
+                return False
+            if self.config.max_jobs_per_child and self.started_jobs >= self.config.max_jobs_per_child:
+                self.stopping = self.recycle = True
+                return False
+            budget = self._budget_locked(now)
+            if not budget:
+                return False
+        limit = self.config.max_batch
+        quotas = self.shares.quotas(limit=limit, spend=partial(self._spend, dict(budget)))
+        total = self.shares.batch_size(quotas, limit)
+        if not total:
+            # Room only in a lane none of the queues' jobs go to.
+            return False
+        try:
+            rows = self.db.run(partial(self._claim, quotas=quotas, limit=total))
+        except psycopg.Error as exc:
+            if is_connection_lost(exc):
+                raise
+            logger.warning("event=claim_failed error=%r", str(exc).strip())
+            with self.cv:
+                self.idle_until = time.monotonic() + RETRY_AFTER
+            return False
+        got: dict[str, int] = {}
+        runnable = []
+        for row in rows:
+            got[row.queue_name] = got.get(row.queue_name, 0) + 1
+            if row.expired:
+                logger.info(
+                    "event=job_expired job=%s task=%s queue=%s trace_id=%s outcome=expired",
+                    row.id,
+                    row.task_path,
+                    row.queue_name,
+                    row.trace_id,
+                )
+            else:
+                runnable.append(row)
+        self._distribute(runnable)
+        self.shares.took(quotas, got)
+        # Nothing due means nothing due only if every queue was asked; otherwise the next
+        # claim asks the others (the ones that came back short are dry now).
+        if not rows and all(quotas):
+            with self.cv:
+                self.empty_since_write = True
+                self.idle_until = time.monotonic() + self.config.poll_interval
+        return bool(rows) or not all(quotas)
+
+    def _claim(self, cursor: Any, *, quotas: list[int], limit: int) -> list[Claimed]:
+        return store.claim(
+            cursor,
+            worker=self.token,
+            queues=self.shares.names,
+            quotas=quotas,
+            limit=limit,
+            lease_seconds=self.config.lease_seconds,
+            default_timeout=self.config.default_timeout or None,
+        )
+
+    def _budget_locked(self, now: float) -> dict[Any, float]:
+        """How much each lane can take now: seconds of expected work for the inline lane
+        (topped up to the horizon once half of it is used), free slots for the others."""
+        budget: dict[Any, float] = {}
+        horizon = self.config.prefetch_horizon
+        inline = self.lanes.get(INLINE)
+        if inline is not None and not self._stuck(inline, now):
+            ahead = sum(self._expected(row.queue_name) for row in inline.waiting)
+            for row, at in inline.running.values():
+                ahead += max(self._expected(row.queue_name) - (now - at), 0.0)
+            if not inline.waiting and not inline.running:
+                budget[INLINE] = horizon
+            elif ahead < horizon / 2:
+                budget[INLINE] = horizon - ahead
+        for name in (THREADS, ASYNC):
+            lane = self.lanes.get(name)
+            if lane is not None and lane.free > 0:
+                budget[name] = float(lane.free)
+        return budget
+
+    def _stuck(self, lane: Lane, now: float) -> bool:
+        """Every slot of the lane runs a handler that has outlived the horizon: rows given
+        to it would only wait (and be given back)."""
+        horizon = self.config.prefetch_horizon
+        return len(lane.running) >= len(lane.entries) and all(
+            now - at > horizon for _, at in lane.running.values()
+        )
+
+    def _expected(self, queue: str) -> float:
+        expected = self.expected.get(queue)
+        return self.config.prefetch_horizon if expected is None else expected
+
+    def _spend(self, budget: dict[Any, float], queue: str) -> bool:
+        """Take one job of ``queue`` out of the claim's budget, if there is any left for the
+        lane its jobs go to (a job may overrun what is left: it is still worth starting)."""
+        lane = self._lane_for_queue(queue)
+        left = budget.get(lane, 0.0)
+        if left <= 0:
+            return False
+        if lane != INLINE:
+            budget[lane] = left - 1
+            return True
+        expected = self.expected.get(queue)
+        if expected is None:
+            # Not measured yet: one job of this queue per claim until it is.
+            if budget.get(("once", queue)):
+                return False
+            budget[("once", queue)] = 1
+            return True
+        budget[INLINE] = left - max(expected, 1e-6)
+        return True
+
+    def _lane_for_queue(self, queue: str) -> str:
+        lane = self.lane_of_queue.get(queue)
+        if lane is None or lane not in self.lanes:
+            return THREADS if THREADS in self.lanes else INLINE
+        return lane
+
+    def _lane_for_task(self, task_path: str) -> str:
+        lane = self.lane_of_task.get(task_path)
+        if lane is None or lane not in self.lanes:
+            # Unknown tasks start where a blocking one would: resolving one may import code.
+            return THREADS if THREADS in self.lanes else INLINE
+        return lane
+
+    def _distribute(self, rows: list[Claimed]) -> None:
+        # Within a queue: priority first, then run_at, then id (FIFO among equals). Across
+        # queues: the fair interleaving of fairness.py.
+        rows = sorted(rows, key=lambda row: (row.queue_name, -row.priority, row.run_at, str(row.id)))
+        position: dict[str, int] = {}
+        keyed = []
+        for row in rows:
+            index = position.get(row.queue_name, 0)
+            position[row.queue_name] = index + 1
+            keyed.append((row.queue_name, index))
+        ordered = [rows[i] for i in self.shares.order(keyed)]
+        with self.cv:
+            touched = set()
+            for row in ordered:
+                lane = self.lanes[self._lane_for_task(row.task_path)]
+                lane.waiting.append(row)
+                touched.add(lane.name)
+            for name in touched:
+                self.lanes[name].on_rows()
+            self.cv.notify_all()
+
+    # --- giving back ---------------------------------------------------------------------
+
+    def _check_horizon_locked(self, now: float) -> None:
+        for lane in self.lanes.values():
+            # Every slot of the lane runs a handler past the horizon: what waits for it
+            # would wait longer than that.
+            if lane.waiting and self._stuck(lane, now):
+                self._give_back_locked(lane, reason="behind_running_handler")
+
+    def _give_back_locked(self, lane: Lane, *, reason: str) -> None:
+        if not lane.waiting:
+            return
+        ids = [row.id for row in lane.waiting]
+        lane.waiting.clear()
+        self.to_release.extend(ids)
+        logger.debug("event=giving_back count=%d lane=%s reason=%s", len(ids), lane.name, reason)
+
+    def _release(self, ids: list[uuid.UUID]) -> None:
+        try:
+            released = self.db.run(partial(_release, worker=self.token, ids=ids))
+        except psycopg.Error as exc:
+            if is_connection_lost(exc):
+                raise
+            # Their leases run out and the reaper gives them back unused, as unstarted.
+            logger.warning("event=release_failed count=%d error=%r", len(ids), str(exc).strip())
+            return
+        if released:
+            logger.info(
+                "event=released count=%d reason=%s",
+                len(released),
+                "shutdown" if self.stopping else "unstarted",
+            )
+
+    # --- waiting ---------------------------------------------------------------------------
+
+    def _wait(self, now: float) -> None:
+        with self.cv:
+            timeout = self._next_deadline_locked(now)
+            if timeout <= 0:
+                return
+            self.sleeping = True
+        fds = [self.poke_r]
+        if self.wake_fd is not None:
+            fds.append(self.wake_fd)
+        try:
+            readable, _, _ = select.select(fds, [], [], timeout)
+        finally:
+            with self.cv:
+                self.sleeping = False
+        if self.poke_r in readable:
+            os.read(self.poke_r, 4096)
+        if self.wake_fd is not None and self.wake_fd in readable:
+            data = os.read(self.wake_fd, 4096)
+            if any(byte in (signal.SIGTERM, signal.SIGINT) for byte in data):
+                self.stop()
+            with self.cv:
+                # A job was announced (or a signal arrived): look again now.
+                self.idle_until = 0.0
+
+    def _next_deadline_locked(self, now: float) -> float:
+        deadlines = []
+        if self.pending:
+            deadlines.append(self.pending_since + FLUSH_AFTER)
+        busy = False
+        for lane in self.lanes.values():
+            for row, at in lane.running.values():
+                busy = True
+                if (row.id, row.attempt) not in self.marked:
+                    deadlines.append(at + FLUSH_AFTER)
+                if lane.waiting:
+                    deadlines.append(at + self.config.prefetch_horizon)
+        if not self.stopping:
+            if now >= self.idle_until:
+                # Room may open as handlers finish: they poke us then.
+                deadlines.append(now + (self.config.prefetch_horizon if busy else 0.0))
+            else:
+                deadlines.append(self.idle_until)
+        if not deadlines:
+            return self.config.poll_interval
+        return max(0.0, min(deadlines) - now)
+
+    def _poke(self) -> None:
+        if self.sleeping:
+            with contextlib.suppress(BlockingIOError):
+                os.write(self.poke_w, b"\0")
+
+    def close(self) -> None:
+        for fd in (self.poke_r, self.poke_w):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+def _release(cursor: Any, *, worker: uuid.UUID, ids: list[uuid.UUID]) -> list[uuid.UUID]:
+    return store.release(cursor, worker=worker, ids=ids)
+
+
+def _unstorable(outcome: dict[str, Any], exc: Exception) -> dict[str, Any]:
+    message = f"the outcome of this attempt cannot be stored: {str(exc).strip()}"
+    return {
+        "id": outcome["id"],
+        "attempt": outcome["attempt"],
+        "state": "dead",
+        "error": {
+            "exception": f"{BadReturnValue.__module__}.{BadReturnValue.__qualname__}",
+            "message": message,
+            "traceback": "",
+        },
+    }
