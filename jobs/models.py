@@ -312,13 +312,17 @@ class FireOutcome(models.TextChoices):
 
 class FireRecord(models.Model):
     """One row per slot a schedule fired (or decided to skip), written in the same
-    transaction as the job: the unique (schedule, slot) makes each slot fire once however
-    many schedulers run. Manual runs ("run now") are recorded too, outside that constraint,
-    so they never take a slot away from the schedule."""
+    transaction as the job: the unique (schedule, slot, slot_seq) makes each slot fire once
+    however many schedulers run. Manual runs ("run now") are recorded too, outside that
+    constraint, so they never take a slot away from the schedule."""
 
     # Indexed by jobs_firerecord_recent (schedule, -id), which serves the cascade too.
     schedule = models.ForeignKey(Schedule, on_delete=models.CASCADE, related_name="fires", db_index=False)
+    # The instant the slot fires at, and its place among the slots of the schedule at that
+    # instant (jobs.scheduler.cron.Slot): 1 only for the local time right after a
+    # spring-forward gap, which fires at the same instant as the gap's skipped times.
     slot = models.DateTimeField()
+    slot_seq = models.PositiveSmallIntegerField(default=0, db_default=0)
     manual = models.BooleanField(default=False)
     outcome = models.TextField(choices=FireOutcome.choices, default=FireOutcome.ENQUEUED)
     # Not a foreign key: finished jobs are pruned on their own retention.
@@ -329,7 +333,7 @@ class FireRecord(models.Model):
         db_table = "jobs_firerecord"
         constraints = [
             models.UniqueConstraint(
-                fields=["schedule", "slot"],
+                fields=["schedule", "slot", "slot_seq"],
                 condition=models.Q(manual=False),
                 name="jobs_firerecord_once_per_slot",
             ),
@@ -342,4 +346,5 @@ class FireRecord(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.schedule_id} @ {self.slot:%Y-%m-%d %H:%M:%S%z}"
+        seq = f" #{self.slot_seq}" if self.slot_seq else ""
+        return f"{self.schedule_id} @ {self.slot:%Y-%m-%d %H:%M:%S%z}{seq}"

@@ -9,6 +9,7 @@ import pytest
 from django.db import transaction
 
 from jobs.models import FireOutcome, FireRecord, Job, Overlap, Schedule
+from jobs.scheduler.cron import Slot
 from jobs.scheduler.fire import advance, fire_slot, run_now
 from jobs.scheduler.validation import check
 from jobs.states import State
@@ -66,20 +67,20 @@ def test_the_job_and_its_fire_record_commit_or_roll_back_together() -> None:
     schedule = make_schedule("atomic")
     task = check(schedule).task
     with pytest.raises(RuntimeError), transaction.atomic():
-        fire_slot(schedule, task, T0)
+        fire_slot(schedule, task, Slot(T0))
         assert FireRecord.objects.count() == 1 and Job.objects.count() == 1
         raise RuntimeError("the surrounding transaction fails")
     assert FireRecord.objects.count() == 0
     assert Job.objects.count() == 0
     # The slot is still free: the next attempt fires it.
-    assert fire_slot(schedule, task, T0).outcome == FireOutcome.ENQUEUED
+    assert fire_slot(schedule, task, Slot(T0)).outcome == FireOutcome.ENQUEUED
 
 
 def test_a_slot_already_fired_is_taken_not_fired_again() -> None:
     schedule = make_schedule("taken")
     task = check(schedule).task
-    assert fire_slot(schedule, task, T0).outcome == FireOutcome.ENQUEUED
-    assert fire_slot(schedule, task, T0).outcome == "taken"
+    assert fire_slot(schedule, task, Slot(T0)).outcome == FireOutcome.ENQUEUED
+    assert fire_slot(schedule, task, Slot(T0)).outcome == "taken"
     assert Job.objects.count() == 1
 
 
@@ -89,7 +90,7 @@ def test_a_scheduler_holding_an_old_copy_does_not_fire_an_edited_or_disabled_sch
     fresh = Schedule.objects.get(pk=stale.pk)
     fresh.enabled = False
     fresh.save()
-    assert fire_slot(stale, task, T0).outcome == "taken"
+    assert fire_slot(stale, task, Slot(T0)).outcome == "taken"
     assert not advance(stale, next_fire_at=T0 + timedelta(days=1), last_fired_at=T0)
     fresh.refresh_from_db()
     assert fresh.next_fire_at != T0 + timedelta(days=1)
