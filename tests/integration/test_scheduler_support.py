@@ -7,6 +7,7 @@ from typing import Any
 
 from jobs.models import FireRecord, Job, Schedule
 from jobs.scheduler import Scheduler, SchedulerConfig
+from jobs.scheduler.cron import Slot
 
 BEAT = "tests.tasks.scheduled.beat"
 
@@ -53,11 +54,14 @@ def run_clock(runner: Scheduler, start: datetime, end: datetime) -> int:
 
 
 def fired_slots(schedule: Schedule) -> list[datetime]:
-    return list(
-        FireRecord.objects.filter(schedule=schedule, manual=False)
-        .order_by("slot")
-        .values_list("slot", flat=True)
-    )
+    """The instants of the schedule's fire records (two slots at one instant appear twice)."""
+    return [slot.at for slot in fired(schedule)]
+
+
+def fired(schedule: Schedule) -> list[Slot]:
+    """The slots the schedule's fire records stand for, in order."""
+    records = FireRecord.objects.filter(schedule=schedule, manual=False).order_by("slot", "slot_seq")
+    return [Slot(at, seq) for at, seq in records.values_list("slot", "slot_seq")]
 
 
 def jobs_of(schedule: Schedule) -> list[Job]:
