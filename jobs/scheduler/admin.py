@@ -46,7 +46,7 @@ def _local(moment: datetime | None, zone_name: str) -> str:
 
 def _again(seq: int) -> str:
     """Marks the second slot at one instant (after a spring-forward gap, see cron.py)."""
-    return " (again)" if seq else ""
+    return " (second slot at this instant)" if seq else ""
 
 
 def _database_now() -> datetime:
