@@ -4,9 +4,8 @@ records, jobs) with the clock moved from one wake-up to the next."""
 from __future__ import annotations
 
 import logging
-import threading
 from collections import Counter
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from zoneinfo import ZoneInfo
 
@@ -25,6 +24,7 @@ from tests.integration.test_scheduler_support import (
     make_schedule,
     run_clock,
     scheduler,
+    start_blocked,
     utc,
 )
 
@@ -230,27 +230,6 @@ def test_run_now_at_the_change_takes_neither_slot() -> None:
 # --- two schedulers at once, real concurrency (each thread has its own connection) --------------
 
 
-def tick_elsewhere(runner: Scheduler, now: datetime, backend: Future[int]) -> None:
-    try:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_backend_pid()")
-            backend.set_result(cursor.fetchone()[0])
-        runner.tick(now=now)
-    finally:
-        connection.close()
-
-
-def wait_until_blocked(pid: int) -> None:
-    """Return once backend ``pid`` waits on a lock another transaction holds."""
-    for _ in range(5000):
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT cardinality(pg_blocking_pids(%s)) > 0", [pid])
-            if cursor.fetchone()[0]:
-                return
-        threading.Event().wait(0.002)
-    raise AssertionError(f"backend {pid} never waited on a lock")
-
-
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize(("zone", "cron", "day", "change", "expected"), GAP_AND_NEXT, ids=GAP_IDS)
 def test_a_second_scheduler_ticking_the_same_slots_at_once_fires_neither_again(
@@ -259,14 +238,12 @@ def test_a_second_scheduler_ticking_the_same_slots_at_once_fires_neither_again(
     schedule = make_schedule("gap", cron=cron, time_zone=zone)
     Schedule.objects.filter(pk=schedule.pk).update(next_fire_at=change)
     first, second = scheduler(), scheduler()
-    backend: Future[int] = Future()
     with caplog.at_level(logging.DEBUG, logger="jobs.scheduler"), ThreadPoolExecutor(max_workers=1) as pool:
         with transaction.atomic():
             # The first scheduler has fired both slots and not committed yet; the second
-            # read the schedule as it was and tries the same two slots.
+            # reads the schedule as it was and tries the same two slots.
             first.tick(now=change)
-            ticking = pool.submit(tick_elsewhere, second, change, backend)
-            wait_until_blocked(backend.result(timeout=30))
+            ticking = start_blocked(pool, lambda: second.tick(now=change))
         ticking.result(timeout=30)
     assert fired(schedule) == [Slot(change), Slot(change, 1)]
     assert Job.objects.count() == 2
