@@ -8,6 +8,7 @@ import uuid
 
 from django.contrib.postgres.fields import ArrayField
 from django.db import models
+from django.db.models import F
 from django.db.models.functions import Now
 
 from .states import State
@@ -203,8 +204,9 @@ SCHEDULES_CHANNEL = "jobs_schedules"
 class Schedule(models.Model):
     """A task that runs on a cron expression or a fixed interval (see jobs/scheduler/).
 
-    ``revision`` changes on every save through the model; the scheduler writes only under the
-    revision it read, so an edit made while it was busy is never overwritten.
+    ``revision`` changes on every save through the model, counted by the database, so no
+    two saves share one; the scheduler writes only under the revision it read, so an edit
+    made while it was busy is never overwritten.
     """
 
     name = models.TextField(unique=True)
@@ -295,7 +297,15 @@ class Schedule(models.Model):
                 self.next_fire_at = timing.next_after(timezone.now())
             except InvalidTiming:
                 self.next_fire_at = None
-        self.revision = (self.revision or 0) + 1
+        if self._state.adding:
+            self.revision = (self.revision or 0) + 1
+        else:
+            # Incremented in the UPDATE and read back by its RETURNING: two saves of one row at
+            # once get two revisions (the second waits for the first's row lock, then adds
+            # one to it). A row deleted meanwhile raises NotUpdated instead of coming back.
+            self.revision = F("revision") + 1
+            if not kwargs.get("force_insert"):
+                kwargs["force_update"] = True
         update_fields = kwargs.get("update_fields")
         if update_fields is not None:
             kwargs["update_fields"] = {*update_fields, "revision", "next_fire_at", "updated_at"}

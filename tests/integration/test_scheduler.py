@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
 import pytest
@@ -14,11 +15,13 @@ from jobs.scheduler.fire import advance, fire_slot, run_now
 from jobs.scheduler.validation import check
 from jobs.states import State
 from tests.integration.test_scheduler_support import (
+    BEAT,
     fired_slots,
     jobs_of,
     make_schedule,
     run_clock,
     scheduler,
+    start_blocked,
     utc,
 )
 
@@ -95,6 +98,47 @@ def test_a_scheduler_holding_an_old_copy_does_not_fire_an_edited_or_disabled_sch
     fresh.refresh_from_db()
     assert fresh.next_fire_at != T0 + timedelta(days=1)
     assert Job.objects.count() == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_saves_at_once_get_two_revisions_and_the_scheduler_writes_only_under_the_last() -> None:
+    make_schedule("edited-twice", cron="0 3 * * *")
+    first, second = Schedule.objects.get(name="edited-twice"), Schedule.objects.get(name="edited-twice")
+    assert first.revision == second.revision
+    first.cron, second.cron = "0 4 * * *", "0 5 * * *"
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        with transaction.atomic():
+            first.save()
+            # The second save, on another connection, waits for the first one's row lock.
+            saving = start_blocked(pool, second.save)
+        saving.result(timeout=30)
+    stored = Schedule.objects.get(name="edited-twice")
+    assert first.revision < second.revision == stored.revision
+    assert stored.cron == "0 5 * * *"
+    # A scheduler that read the first edit holds a revision that no longer stands.
+    task = check(first).task
+    assert fire_slot(first, task, Slot(T0)).outcome == "taken"
+    assert not advance(first, next_fire_at=T0 + timedelta(days=1), last_fired_at=None)
+    assert advance(stored, next_fire_at=T0 + timedelta(days=1), last_fired_at=None)
+
+
+def test_a_new_schedule_starts_at_revision_one_and_each_save_adds_one() -> None:
+    schedule = Schedule(name="counted", task_path=BEAT, interval_seconds=60)
+    schedule.save()
+    assert schedule.revision == 1 == Schedule.objects.get(pk=schedule.pk).revision
+    schedule.priority = 5
+    schedule.save(update_fields=["priority"])
+    schedule.save()
+    assert schedule.revision == 3 == Schedule.objects.get(pk=schedule.pk).revision
+
+
+def test_saving_a_schedule_deleted_meanwhile_says_so_and_does_not_bring_it_back() -> None:
+    schedule = make_schedule("deleted-meanwhile")
+    Schedule.objects.filter(pk=schedule.pk).delete()
+    schedule.priority = 5
+    with pytest.raises(Schedule.NotUpdated), transaction.atomic():
+        schedule.save()
+    assert not Schedule.objects.filter(name="deleted-meanwhile").exists()
 
 
 def test_advance_never_moves_the_next_fire_time_backwards() -> None:
