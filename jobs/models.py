@@ -8,6 +8,7 @@ import uuid
 
 from django.contrib.postgres.fields import ArrayField
 from django.db import models
+from django.db.models import F
 from django.db.models.functions import Now
 
 from .states import State
@@ -224,8 +225,9 @@ SCHEDULES_CHANNEL = "jobs_schedules"
 class Schedule(models.Model):
     """A task that runs on a cron expression or a fixed interval (see jobs/scheduler/).
 
-    ``revision`` changes on every save through the model; the scheduler writes only under the
-    revision it read, so an edit made while it was busy is never overwritten.
+    ``revision`` changes on every save through the model, counted by the database, so no
+    two saves share one; the scheduler writes only under the revision it read, so an edit
+    made while it was busy is never overwritten.
     """
 
     name = models.TextField(unique=True)
@@ -316,7 +318,15 @@ class Schedule(models.Model):
                 self.next_fire_at = timing.next_after(timezone.now())
             except InvalidTiming:
                 self.next_fire_at = None
-        self.revision = (self.revision or 0) + 1
+        if self._state.adding:
+            self.revision = (self.revision or 0) + 1
+        else:
+            # Incremented in the UPDATE and read back by its RETURNING: two saves of one row at
+            # once get two revisions (the second waits for the first's row lock, then adds
+            # one to it). A row deleted meanwhile raises NotUpdated instead of coming back.
+            self.revision = F("revision") + 1
+            if not kwargs.get("force_insert"):
+                kwargs["force_update"] = True
         update_fields = kwargs.get("update_fields")
         if update_fields is not None:
             kwargs["update_fields"] = {*update_fields, "revision", "next_fire_at", "updated_at"}
@@ -333,13 +343,17 @@ class FireOutcome(models.TextChoices):
 
 class FireRecord(models.Model):
     """One row per slot a schedule fired (or decided to skip), written in the same
-    transaction as the job: the unique (schedule, slot) makes each slot fire once however
-    many schedulers run. Manual runs ("run now") are recorded too, outside that constraint,
-    so they never take a slot away from the schedule."""
+    transaction as the job: the unique (schedule, slot, slot_seq) makes each slot fire once
+    however many schedulers run. Manual runs ("run now") are recorded too, outside that
+    constraint, so they never take a slot away from the schedule."""
 
     # Indexed by jobs_firerecord_recent (schedule, -id), which serves the cascade too.
     schedule = models.ForeignKey(Schedule, on_delete=models.CASCADE, related_name="fires", db_index=False)
+    # The instant the slot fires at, and its place among the slots of the schedule at that
+    # instant (jobs.scheduler.cron.Slot): 1 only for the local time right after a
+    # spring-forward gap, which fires at the same instant as the gap's skipped times.
     slot = models.DateTimeField()
+    slot_seq = models.PositiveSmallIntegerField(default=0, db_default=0)
     manual = models.BooleanField(default=False)
     outcome = models.TextField(choices=FireOutcome.choices, default=FireOutcome.ENQUEUED)
     # Not a foreign key: finished jobs are pruned on their own retention.
@@ -350,7 +364,7 @@ class FireRecord(models.Model):
         db_table = "jobs_firerecord"
         constraints = [
             models.UniqueConstraint(
-                fields=["schedule", "slot"],
+                fields=["schedule", "slot", "slot_seq"],
                 condition=models.Q(manual=False),
                 name="jobs_firerecord_once_per_slot",
             ),
@@ -363,4 +377,5 @@ class FireRecord(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.schedule_id} @ {self.slot:%Y-%m-%d %H:%M:%S%z}"
+        seq = f" #{self.slot_seq}" if self.slot_seq else ""
+        return f"{self.schedule_id} @ {self.slot:%Y-%m-%d %H:%M:%S%z}{seq}"

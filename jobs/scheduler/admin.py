@@ -44,6 +44,11 @@ def _local(moment: datetime | None, zone_name: str) -> str:
     return f"{local:%Y-%m-%d %H:%M:%S} {local.tzname()} (UTC{local:%z})"
 
 
+def _again(seq: int) -> str:
+    """Marks the second slot at one instant (after a spring-forward gap, see cron.py)."""
+    return " (second slot at this instant)" if seq else ""
+
+
 def _database_now() -> datetime:
     with connection.cursor() as cursor:
         cursor.execute("SELECT now()")
@@ -113,7 +118,9 @@ class ScheduleAdmin(admin.ModelAdmin):
             slots = timing_of(obj).upcoming(_database_now(), 5)
         except InvalidTiming as exc:
             return f"Cannot be computed: {exc}"
-        return format_html_join("", "<div>{}</div>", ((_local(slot, obj.time_zone),) for slot in slots))
+        return format_html_join(
+            "", "<div>{}{}</div>", ((_local(slot.at, obj.time_zone), _again(slot.seq)) for slot in slots)
+        )
 
     @admin.display(description="recent fires")
     def recent_fires(self, obj: Schedule) -> str:
@@ -123,10 +130,11 @@ class ScheduleAdmin(admin.ModelAdmin):
         return (
             format_html_join(
                 "",
-                "<div>{} &middot; {}{} &middot; job {}</div>",
+                "<div>{}{} &middot; {}{} &middot; job {}</div>",
                 (
                     (
                         _local(r.slot, obj.time_zone),
+                        _again(r.slot_seq),
                         r.outcome,
                         " (manual)" if r.manual else "",
                         r.job_id or "-",

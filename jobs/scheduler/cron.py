@@ -1,7 +1,9 @@
 """When a schedule fires: cron expressions and fixed intervals, in a time zone. Pure math.
 
-A *slot* is the UTC instant at which a schedule fires; the scheduler stores it in the fire
-record, so every process that computes the slots of a schedule computes the same ones.
+A *slot* is one firing of a schedule: the UTC instant at which it fires, and its place
+(``seq``) among the slots that fire at that same instant, which only the spring-forward
+case below ever needs. The scheduler stores both in the fire record, so every process that
+computes the slots of a schedule computes the same ones.
 
 Fixed intervals are anchored on the Unix epoch and ignore the time zone: ``interval=3600``
 fires at every whole hour of UTC, 3600 real seconds apart, whatever the clocks do. Use a
@@ -15,7 +17,10 @@ the schedule's IANA time zone. Around daylight-saving changes:
   at its first occurrence only: a daily 01:30 runs once, not twice. A local time that does
   not exist when clocks spring forward fires once, at the first instant after the gap (the
   moment of the change): a daily 02:30 in New York runs at 03:00 EDT that day. Several
-  slots inside one gap fold into that single instant.
+  slots inside one gap fold into that single slot. The first local time after the gap is
+  also the moment of the change; if it matches too, it is a slot of its own at the same
+  instant, one ``seq`` later: ``0 2,3 * * *`` in New York runs twice at 03:00 EDT that day,
+  once for 02:00 and once for 03:00, and ``0,30 2 * * *`` in Lord Howe twice at 02:30.
 * **Schedules that fire in every hour** (hour field ``*``, e.g. ``0 * * * *`` or
   ``*/5 * * * *``) follow real elapsed time: they fire at every real instant whose local
   time matches. The repeated hour fires again (an hourly job runs 25 times that day in New
@@ -60,6 +65,19 @@ def zone_named(name: str) -> ZoneInfo:
         return ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError) as exc:
         raise InvalidTiming(f"unknown time zone {name!r}; use an IANA name such as 'Asia/Jakarta'") from exc
+
+
+@dataclass(frozen=True, order=True)
+class Slot:
+    """One firing of a schedule: ``at`` is the instant (UTC); ``seq`` counts the slots
+    before this one at the same instant (0 but for the first local time after a
+    spring-forward gap whose skipped times fired at that instant too)."""
+
+    at: datetime
+    seq: int = 0
+
+    def __str__(self) -> str:
+        return self.at.isoformat() + (f"#{self.seq}" if self.seq else "")
 
 
 @dataclass(frozen=True)
@@ -109,7 +127,7 @@ class Timing:
     # --- slots ----------------------------------------------------------------------
 
     def next_after(self, t: datetime) -> datetime:
-        """The first slot strictly after ``t`` (an aware datetime); returned in UTC."""
+        """The instant of the first slot strictly after ``t`` (an aware datetime), in UTC."""
         t = t.astimezone(UTC)
         if self.interval is not None:
             step = self.interval * 1_000_000
@@ -117,30 +135,35 @@ class Timing:
             return EPOCH + timedelta(microseconds=(elapsed // step + 1) * step)
         if self.every_hour:
             return self._next_elapsed(t)
-        return self._next_wall_clock(t)
+        return next(self._wall_clock_slots(t)).at
 
-    def slots(self, after: datetime) -> Iterator[datetime]:
-        """Slots strictly after ``after``, in order, without end."""
-        slot = self.next_after(after)
+    def slots(self, after: datetime) -> Iterator[Slot]:
+        """Slots whose instant is strictly after ``after``, in order, without end."""
+        if self.cron is not None and not self.every_hour:
+            yield from self._wall_clock_slots(after.astimezone(UTC))
+            return
+        # Intervals and elapsed-time cron never fire twice at one instant.
+        at = self.next_after(after)
         while True:
-            yield slot
-            slot = self.next_after(slot)
+            yield Slot(at)
+            at = self.next_after(at)
 
-    def upcoming(self, after: datetime, count: int) -> list[datetime]:
+    def upcoming(self, after: datetime, count: int) -> list[Slot]:
         slots = self.slots(after)
         return [next(slots) for _ in range(count)]
 
-    def between(self, start: datetime, end: datetime) -> list[datetime]:
-        """Every slot with ``start <= slot <= end``."""
+    def between(self, start: datetime, end: datetime) -> list[Slot]:
+        """Every slot with ``start <= instant <= end``."""
         found = []
         for slot in self.slots(start - _MICROSECOND):
-            if slot > end:
+            if slot.at > end:
                 break
             found.append(slot)
         return found
 
-    def latest(self, start: datetime, end: datetime, count: int) -> list[datetime]:
-        """The last ``count`` slots with ``start <= slot <= end``, oldest first.
+    def latest(self, start: datetime, end: datetime, count: int, *, before: Slot | None = None) -> list[Slot]:
+        """The last ``count`` slots with ``start <= instant <= end`` (and, given ``before``,
+        earlier than that slot), oldest first.
 
         Looks back from ``end`` in growing steps, so that a long outage of a schedule that
         fires every second does not mean walking every slot since ``start``.
@@ -150,38 +173,50 @@ class Timing:
         lookback = timedelta(minutes=1)
         while True:
             low = max(start, end - lookback)
-            found = self.between(low, end)
+            found = [slot for slot in self.between(low, end) if before is None or slot < before]
             if len(found) >= count or low == start:
                 return found[-count:]
             lookback *= 4
 
     # --- cron, wall clock -------------------------------------------------------------
 
-    def _next_wall_clock(self, t: datetime) -> datetime:
+    def _wall_clock_slots(self, t: datetime) -> Iterator[Slot]:
         # Every matching local time maps to one instant (first occurrence, or the end of a
-        # gap) and the mapping never goes backwards, so the answer is the first matching
-        # local time after t's own that maps past t. Local times in the second pass of a
-        # repeated hour map to their first pass, before t, and are stepped over.
+        # gap) and the mapping never goes backwards, so the slots after t come from the
+        # matching local times after t's own that map past t. Local times in the second pass
+        # of a repeated hour map to their first pass, before t, and are stepped over. The
+        # local times of one gap all map to the moment of the change and fold into one
+        # slot; the local time right after the gap maps there too and is the next seq.
         wall = _wall(t, self.zone)
         horizon = wall + _HORIZON
+        previous: Slot | None = None
         for local in self._matches(wall):
             if local > horizon:
-                break
-            instant = self._instant_of(local)
-            if instant > t:
-                return instant
-        raise InvalidTiming(f"cron expression {self.cron!r} does not fire within five years")
+                raise InvalidTiming(f"cron expression {self.cron!r} does not fire within five years")
+            instant, skipped = self._instant_of(local)
+            if instant <= t:
+                continue
+            if previous is None or instant != previous.at:
+                slot = Slot(instant)
+            elif skipped:
+                continue
+            else:
+                slot = Slot(instant, previous.seq + 1)
+            yield slot
+            previous, horizon = slot, local + _HORIZON
 
-    def _instant_of(self, local: datetime) -> datetime:
+    def _instant_of(self, local: datetime) -> tuple[datetime, bool]:
+        """The instant a matching local time fires at, and whether that local time was
+        skipped (lies in a gap)."""
         first = local.replace(tzinfo=self.zone, fold=0).astimezone(UTC)
         if _wall(first, self.zone) == local:
-            return first  # exists; when it exists twice, fold=0 is the first occurrence
+            return first, False  # exists; when it exists twice, fold=0 is the first occurrence
         # In a gap: fold=0 reads it with the offset before the change, fold=1 with the one
         # after, so the change itself lies between the two readings.
         second = local.replace(tzinfo=self.zone, fold=1).astimezone(UTC)
         change = _offset_change(self.zone, min(first, second), max(first, second))
         assert change is not None
-        return change
+        return change, True
 
     # --- cron, elapsed time ------------------------------------------------------------
 

@@ -1,6 +1,6 @@
 """Firing a slot: the fire record and its job, written together in one transaction.
 
-``INSERT ... ON CONFLICT DO NOTHING`` on the unique (schedule, slot) decides which
+``INSERT ... ON CONFLICT DO NOTHING`` on the unique (schedule, slot, seq) decides which
 scheduler fires a slot: the one whose row goes in enqueues the job through the normal
 backend path, on the same connection and in the same transaction, so the job exists if and
 only if its fire record does (invariants 1 and 11). A scheduler that dies half-way leaves
@@ -26,18 +26,19 @@ from django.db.models.functions import Greatest
 from django.tasks import Task
 
 from ..models import FireOutcome, Overlap, Schedule
+from .cron import Slot
 from .validation import check
 
 logger = logging.getLogger("jobs.scheduler")
 
 _CLAIM_SLOT = """
-INSERT INTO jobs_firerecord (schedule_id, slot, manual, outcome, fired_at)
-SELECT s.id, coalesce(%(slot)s, %(now)s, now()), %(manual)s, 'enqueued', coalesce(%(now)s, now())
+INSERT INTO jobs_firerecord (schedule_id, slot, slot_seq, manual, outcome, fired_at)
+SELECT s.id, coalesce(%(slot)s, %(now)s, now()), %(seq)s, %(manual)s, 'enqueued', coalesce(%(now)s, now())
 FROM jobs_schedule s
 WHERE s.id = %(schedule)s
   -- A schedule disabled or edited since this scheduler read it does not fire here.
   AND (%(manual)s OR (s.enabled AND s.revision = %(revision)s))
-ON CONFLICT (schedule_id, slot) WHERE NOT manual DO NOTHING
+ON CONFLICT (schedule_id, slot, slot_seq) WHERE NOT manual DO NOTHING
 RETURNING id, slot
 """
 
@@ -55,13 +56,13 @@ LEFT JOIN jobs_job j ON j.id = previous.job_id
 class Fired:
     """What became of one slot in this scheduler's hands."""
 
-    slot: datetime
+    slot: Slot
     # enqueued, skipped_overlap, or taken (another scheduler had it, or the schedule changed)
     outcome: str
     job_id: uuid.UUID | None = None
 
 
-def fire_slot(schedule: Schedule, task: Task, slot: datetime, *, now: datetime | None = None) -> Fired:
+def fire_slot(schedule: Schedule, task: Task, slot: Slot, *, now: datetime | None = None) -> Fired:
     """Fire one scheduled slot unless some scheduler already did."""
     return _fire(schedule, task, slot=slot, manual=False, now=now)
 
@@ -72,15 +73,14 @@ def run_now(schedule: Schedule, *, now: datetime | None = None) -> Fired:
     return _fire(schedule, check(schedule).task, slot=None, manual=True, now=now)
 
 
-def _fire(
-    schedule: Schedule, task: Task, *, slot: datetime | None, manual: bool, now: datetime | None
-) -> Fired:
+def _fire(schedule: Schedule, task: Task, *, slot: Slot | None, manual: bool, now: datetime | None) -> Fired:
     with transaction.atomic(), connection.cursor() as cursor:
         cursor.execute(
             _CLAIM_SLOT,
             {
                 "schedule": schedule.pk,
-                "slot": slot,
+                "slot": slot.at if slot else None,
+                "seq": slot.seq if slot else 0,
                 "manual": manual,
                 "now": now,
                 "revision": schedule.revision,
@@ -90,7 +90,8 @@ def _fire(
         if row is None:
             assert slot is not None
             return Fired(slot=slot, outcome="taken")
-        record, slot = row
+        record, at = row
+        slot = slot or Slot(at)
         if (
             not manual
             and schedule.overlap == Overlap.SKIP
@@ -109,7 +110,7 @@ def _fire(
         if manual:
             cursor.execute(
                 "UPDATE jobs_schedule SET last_fired_at = GREATEST(last_fired_at, %s) WHERE id = %s",
-                [slot, schedule.pk],
+                [slot.at, schedule.pk],
             )
     return Fired(slot=slot, outcome=FireOutcome.ENQUEUED, job_id=job_id)
 

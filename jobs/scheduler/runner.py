@@ -155,8 +155,8 @@ class Scheduler:
                 self.name,
                 schedule.name,
                 schedule.catchup,
-                first.isoformat(),
-                last.isoformat(),
+                first,
+                last,
             )
         fired = []
         for slot in decided.fire:
@@ -172,12 +172,12 @@ class Scheduler:
                 self.name,
                 schedule.name,
                 schedule.task_path,
-                slot.isoformat(),
+                slot,
                 result.job_id or "-",
             )
             if result.outcome != FireOutcome.SKIPPED_OVERLAP:
                 fired.append(slot)
-        advance(schedule, next_fire_at=decided.next_fire_at, last_fired_at=max(fired) if fired else None)
+        advance(schedule, next_fire_at=decided.next_fire_at, last_fired_at=max(fired).at if fired else None)
         return decided.next_fire_at
 
     def _check(self, schedule: Schedule) -> Checked | None:

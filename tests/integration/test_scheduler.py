@@ -3,21 +3,25 @@
 from __future__ import annotations
 
 import logging
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
 import pytest
 from django.db import transaction
 
 from jobs.models import FireOutcome, FireRecord, Job, Overlap, Schedule
+from jobs.scheduler.cron import Slot
 from jobs.scheduler.fire import advance, fire_slot, run_now
 from jobs.scheduler.validation import check
 from jobs.states import State
 from tests.integration.test_scheduler_support import (
+    BEAT,
     fired_slots,
     jobs_of,
     make_schedule,
     run_clock,
     scheduler,
+    start_blocked,
     utc,
 )
 
@@ -66,20 +70,20 @@ def test_the_job_and_its_fire_record_commit_or_roll_back_together() -> None:
     schedule = make_schedule("atomic")
     task = check(schedule).task
     with pytest.raises(RuntimeError), transaction.atomic():
-        fire_slot(schedule, task, T0)
+        fire_slot(schedule, task, Slot(T0))
         assert FireRecord.objects.count() == 1 and Job.objects.count() == 1
         raise RuntimeError("the surrounding transaction fails")
     assert FireRecord.objects.count() == 0
     assert Job.objects.count() == 0
     # The slot is still free: the next attempt fires it.
-    assert fire_slot(schedule, task, T0).outcome == FireOutcome.ENQUEUED
+    assert fire_slot(schedule, task, Slot(T0)).outcome == FireOutcome.ENQUEUED
 
 
 def test_a_slot_already_fired_is_taken_not_fired_again() -> None:
     schedule = make_schedule("taken")
     task = check(schedule).task
-    assert fire_slot(schedule, task, T0).outcome == FireOutcome.ENQUEUED
-    assert fire_slot(schedule, task, T0).outcome == "taken"
+    assert fire_slot(schedule, task, Slot(T0)).outcome == FireOutcome.ENQUEUED
+    assert fire_slot(schedule, task, Slot(T0)).outcome == "taken"
     assert Job.objects.count() == 1
 
 
@@ -89,11 +93,52 @@ def test_a_scheduler_holding_an_old_copy_does_not_fire_an_edited_or_disabled_sch
     fresh = Schedule.objects.get(pk=stale.pk)
     fresh.enabled = False
     fresh.save()
-    assert fire_slot(stale, task, T0).outcome == "taken"
+    assert fire_slot(stale, task, Slot(T0)).outcome == "taken"
     assert not advance(stale, next_fire_at=T0 + timedelta(days=1), last_fired_at=T0)
     fresh.refresh_from_db()
     assert fresh.next_fire_at != T0 + timedelta(days=1)
     assert Job.objects.count() == 0
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_saves_at_once_get_two_revisions_and_the_scheduler_writes_only_under_the_last() -> None:
+    make_schedule("edited-twice", cron="0 3 * * *")
+    first, second = Schedule.objects.get(name="edited-twice"), Schedule.objects.get(name="edited-twice")
+    assert first.revision == second.revision
+    first.cron, second.cron = "0 4 * * *", "0 5 * * *"
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        with transaction.atomic():
+            first.save()
+            # The second save, on another connection, waits for the first one's row lock.
+            saving = start_blocked(pool, second.save)
+        saving.result(timeout=30)
+    stored = Schedule.objects.get(name="edited-twice")
+    assert first.revision < second.revision == stored.revision
+    assert stored.cron == "0 5 * * *"
+    # A scheduler that read the first edit holds a revision that no longer stands.
+    task = check(first).task
+    assert fire_slot(first, task, Slot(T0)).outcome == "taken"
+    assert not advance(first, next_fire_at=T0 + timedelta(days=1), last_fired_at=None)
+    assert advance(stored, next_fire_at=T0 + timedelta(days=1), last_fired_at=None)
+
+
+def test_a_new_schedule_starts_at_revision_one_and_each_save_adds_one() -> None:
+    schedule = Schedule(name="counted", task_path=BEAT, interval_seconds=60)
+    schedule.save()
+    assert schedule.revision == 1 == Schedule.objects.get(pk=schedule.pk).revision
+    schedule.priority = 5
+    schedule.save(update_fields=["priority"])
+    schedule.save()
+    assert schedule.revision == 3 == Schedule.objects.get(pk=schedule.pk).revision
+
+
+def test_saving_a_schedule_deleted_meanwhile_says_so_and_does_not_bring_it_back() -> None:
+    schedule = make_schedule("deleted-meanwhile")
+    Schedule.objects.filter(pk=schedule.pk).delete()
+    schedule.priority = 5
+    with pytest.raises(Schedule.NotUpdated), transaction.atomic():
+        schedule.save()
+    assert not Schedule.objects.filter(name="deleted-meanwhile").exists()
 
 
 def test_advance_never_moves_the_next_fire_time_backwards() -> None:

@@ -152,3 +152,14 @@ def test_the_list_shows_why_a_schedule_is_skipped(admin_client: Client) -> None:
     Schedule.objects.filter(pk=broken.pk).update(task_path="tests.tasks.scheduled.removed_in_a_deploy")
     page = admin_client.get(CHANGELIST).content.decode()
     assert "task_path: task &#x27;tests.tasks.scheduled.removed_in_a_deploy&#x27; cannot be imported" in page
+
+
+def test_the_fire_history_tells_two_slots_at_one_instant_apart(admin_client: Client) -> None:
+    # New York, 2026-03-08: 02:00 is skipped and fires at 03:00 EDT, as does 03:00 itself.
+    schedule = make_schedule("gap", cron="0 2,3 * * *", time_zone="America/New_York")
+    change = utc("2026-03-08T07:00:00")
+    for seq in (0, 1):
+        FireRecord.objects.create(schedule=schedule, slot=change, slot_seq=seq)
+    page = admin_client.get(change_url(schedule)).content.decode()
+    assert page.count("2026-03-08 03:00:00 EDT (UTC-0400)") == 2
+    assert page.count("(second slot at this instant)") == 1

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from django.db import connection
+
 from jobs.models import FireRecord, Job, Schedule
 from jobs.scheduler import Scheduler, SchedulerConfig
+from jobs.scheduler.cron import Slot
 
 BEAT = "tests.tasks.scheduled.beat"
 
@@ -53,13 +59,44 @@ def run_clock(runner: Scheduler, start: datetime, end: datetime) -> int:
 
 
 def fired_slots(schedule: Schedule) -> list[datetime]:
-    return list(
-        FireRecord.objects.filter(schedule=schedule, manual=False)
-        .order_by("slot")
-        .values_list("slot", flat=True)
-    )
+    """The instants of the schedule's fire records (two slots at one instant appear twice)."""
+    return [slot.at for slot in fired(schedule)]
+
+
+def fired(schedule: Schedule) -> list[Slot]:
+    """The slots the schedule's fire records stand for, in order."""
+    records = FireRecord.objects.filter(schedule=schedule, manual=False).order_by("slot", "slot_seq")
+    return [Slot(at, seq) for at, seq in records.values_list("slot", "slot_seq")]
 
 
 def jobs_of(schedule: Schedule) -> list[Job]:
     ids = FireRecord.objects.filter(schedule=schedule, job_id__isnull=False).values_list("job_id", flat=True)
     return list(Job.objects.filter(id__in=ids))
+
+
+def start_blocked[T](pool: ThreadPoolExecutor, call: Callable[[], T]) -> Future[T]:
+    """Run ``call`` in ``pool`` on that thread's own connection and return once it waits on a
+    lock another transaction holds (the caller's, still open). The caller then commits or
+    rolls back and reads the result."""
+    backend: Future[int] = Future()
+
+    def run() -> T:
+        try:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_backend_pid()")
+                backend.set_result(cursor.fetchone()[0])
+            return call()
+        finally:
+            connection.close()
+
+    done = pool.submit(run)
+    pid = backend.result(timeout=30)
+    for _ in range(5000):
+        if done.done():
+            raise AssertionError(f"finished without waiting on a lock: {done.result()!r}")
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT cardinality(pg_blocking_pids(%s)) > 0", [pid])
+            if cursor.fetchone()[0]:
+                return done
+        threading.Event().wait(0.002)
+    raise AssertionError(f"backend {pid} never waited on a lock")

@@ -7,7 +7,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from jobs.scheduler.cron import InvalidTiming, Timing
+from jobs.scheduler.cron import InvalidTiming, Slot, Timing
 
 NEW_YORK = "America/New_York"
 LONDON = "Europe/London"
@@ -31,16 +31,24 @@ def local(text: str, zone: str, fold: int = 0) -> datetime:
     return datetime.fromisoformat(text).replace(tzinfo=ZoneInfo(zone), fold=fold).astimezone(UTC)
 
 
-def fires_on(timing: Timing, day: str) -> list[datetime]:
-    """The fire instants whose local date (in the schedule's zone) is ``day``."""
+def fires_on(timing: Timing, day: str) -> list[Slot]:
+    """The slots whose local date (in the schedule's zone) is ``day``."""
     zone = timing.zone
     start = datetime.fromisoformat(day).replace(tzinfo=zone) - timedelta(days=1)
     slots = timing.between(start, start + timedelta(days=3))
-    return [slot for slot in slots if slot.astimezone(zone).date().isoformat() == day]
+    return [slot for slot in slots if slot.at.astimezone(zone).date().isoformat() == day]
 
 
-def wall(slots: list[datetime], zone: str) -> list[str]:
-    return [slot.astimezone(ZoneInfo(zone)).strftime("%H:%M%z") for slot in slots]
+def instants(slots: list[Slot]) -> list[datetime]:
+    return [slot.at for slot in slots]
+
+
+def wall(slots: list[Slot], zone: str) -> list[str]:
+    """Local fire times; a second slot at the same instant is marked ``#1``."""
+    return [
+        slot.at.astimezone(ZoneInfo(zone)).strftime("%H:%M%z") + (f"#{slot.seq}" if slot.seq else "")
+        for slot in slots
+    ]
 
 
 # --- fixed intervals ------------------------------------------------------------------
@@ -52,7 +60,7 @@ def test_interval_slots_are_anchored_on_the_epoch_in_utc() -> None:
     # A slot is not "after" itself.
     assert timing.next_after(utc("2026-03-08T07:00:00")) == utc("2026-03-08T07:10:00")
     # The zone plays no part: across the spring-forward change they stay 600 s apart.
-    slots = timing.between(utc("2026-03-08T06:00:00"), utc("2026-03-08T08:00:00"))
+    slots = instants(timing.between(utc("2026-03-08T06:00:00"), utc("2026-03-08T08:00:00")))
     assert len(slots) == 13
     assert {b - a for a, b in pairwise(slots)} == {timedelta(seconds=600)}
 
@@ -69,7 +77,7 @@ def test_interval_of_one_second() -> None:
 def test_cron_is_read_in_the_schedules_zone() -> None:
     timing = Timing.parse(cron="0 9 * * 1-5", zone="Asia/Jakarta")
     # Friday 2026-01-02 09:00 WIB is 02:00 UTC; then Monday.
-    assert timing.upcoming(utc("2026-01-01T03:00:00"), 2) == [
+    assert instants(timing.upcoming(utc("2026-01-01T03:00:00"), 2)) == [
         utc("2026-01-02T02:00:00"),
         utc("2026-01-05T02:00:00"),
     ]
@@ -77,7 +85,7 @@ def test_cron_is_read_in_the_schedules_zone() -> None:
 
 def test_six_fields_put_seconds_last() -> None:
     timing = Timing.parse(cron="*/5 * * * * 30", zone="UTC")
-    assert timing.upcoming(utc("2026-01-01T00:00:00"), 2) == [
+    assert instants(timing.upcoming(utc("2026-01-01T00:00:00"), 2)) == [
         utc("2026-01-01T00:00:30"),
         utc("2026-01-01T00:05:30"),
     ]
@@ -145,7 +153,7 @@ def test_hourly_jobs_follow_real_elapsed_time(
 def test_hourly_runs_stay_one_real_hour_apart(zone: str, fall_back: str, spring_forward: str) -> None:
     timing = Timing.parse(cron="0 * * * *", zone=zone)
     for day in (fall_back, spring_forward):
-        slots = fires_on(timing, day)
+        slots = instants(fires_on(timing, day))
         assert {b - a for a, b in pairwise(slots)} == {timedelta(hours=1)}
 
 
@@ -153,7 +161,7 @@ def test_lord_howe_hourly_spans_the_half_hour_shift() -> None:
     timing = Timing.parse(cron="0 * * * *", zone=LORD_HOWE)
     slots = fires_on(timing, "2026-04-05")
     assert wall(slots[:4], LORD_HOWE) == ["00:00+1100", "01:00+1100", "02:00+1030", "03:00+1030"]
-    gaps = Counter(b - a for a, b in pairwise(slots))
+    gaps = Counter(b - a for a, b in pairwise(instants(slots)))
     assert gaps == {timedelta(hours=1): 22, timedelta(minutes=90): 1}
 
 
@@ -178,15 +186,64 @@ def test_after_a_gap_slot_the_next_is_the_following_day() -> None:
     assert timing.next_after(fired) == local("2026-03-09T02:30", NEW_YORK)
 
 
+# --- the skipped time and the first real time after the gap are two slots ------------------
+
+# zone, expression, local date clocks spring forward, local fire times that day.
+GAP_AND_NEXT = [
+    # 02:00 is skipped and fires at the change, 03:00 EDT, which is also 03:00's own time.
+    (NEW_YORK, "0 2,3 * * *", "2024-03-10", ["03:00-0400", "03:00-0400#1"]),
+    (NEW_YORK, "0 2,3 * * *", "2026-03-08", ["03:00-0400", "03:00-0400#1"]),
+    (LONDON, "0 1-4 * * *", "2024-03-31", ["02:00+0100", "02:00+0100#1", "03:00+0100", "04:00+0100"]),
+    (LONDON, "0 1-4 * * *", "2026-03-29", ["02:00+0100", "02:00+0100#1", "03:00+0100", "04:00+0100"]),
+    # The half-hour shift: 02:00 is skipped and fires at 02:30, which is 02:30's own time.
+    (LORD_HOWE, "0,30 2 * * *", "2026-10-04", ["02:30+1100", "02:30+1100#1"]),
+    (LORD_HOWE, "0,30 2 * * *", "2024-10-06", ["02:30+1100", "02:30+1100#1"]),
+    # Several skipped times still fold into one slot; the real 03:00 is the next.
+    (NEW_YORK, "*/20 2,3 * * *", "2026-03-08", ["03:00-0400", "03:00-0400#1", "03:20-0400", "03:40-0400"]),
+]
+
+
+@pytest.mark.parametrize(("zone", "expression", "day", "expected"), GAP_AND_NEXT)
+def test_a_skipped_time_does_not_swallow_the_first_real_time_after_the_gap(
+    zone: str, expression: str, day: str, expected: list[str]
+) -> None:
+    timing = Timing.parse(cron=expression, zone=zone)
+    midnight = datetime.fromisoformat(day).replace(tzinfo=ZoneInfo(zone))
+    assert len(timing.between(midnight, midnight + timedelta(hours=23))) == len(expected)
+    assert wall(fires_on(timing, day), zone) == expected
+
+
+@pytest.mark.parametrize(("zone", "expression", "day", "expected"), GAP_AND_NEXT)
+def test_the_slots_at_the_change_are_the_same_wherever_the_walk_starts(
+    zone: str, expression: str, day: str, expected: list[str]
+) -> None:
+    timing = Timing.parse(cron=expression, zone=zone)
+    [change] = {slot.at for slot in fires_on(timing, day) if slot.seq}
+    pair = [Slot(change), Slot(change, 1)]
+    assert timing.between(change, change) == pair
+    assert [s for s in timing.between(change - timedelta(days=9), change) if s.at == change] == pair
+    assert timing.upcoming(change - timedelta(microseconds=1), 2) == pair
+    # Both are behind a walk that starts at the change itself.
+    assert next(timing.slots(change)).at > change
+    assert timing.next_after(change - timedelta(microseconds=1)) == change
+    # Looking back finds the later one first.
+    assert timing.latest(change, change, 1) == [Slot(change, 1)]
+    assert timing.latest(change - timedelta(days=1), change, 1, before=Slot(change, 1)) == [Slot(change)]
+
+
 # --- looking back ---------------------------------------------------------------------
 
 
 def test_latest_returns_the_most_recent_slots_oldest_first() -> None:
     timing = Timing.parse(interval=1, zone="UTC")
     start, end = utc("2026-01-01T00:00:00"), utc("2026-01-08T00:00:00")
-    assert timing.latest(start, end, 3) == [end - timedelta(seconds=2), end - timedelta(seconds=1), end]
+    assert instants(timing.latest(start, end, 3)) == [
+        end - timedelta(seconds=2),
+        end - timedelta(seconds=1),
+        end,
+    ]
     daily = Timing.parse(cron="0 3 * * *", zone="UTC")
-    assert daily.latest(start, end, 2) == [utc("2026-01-06T03:00:00"), utc("2026-01-07T03:00:00")]
+    assert instants(daily.latest(start, end, 2)) == [utc("2026-01-06T03:00:00"), utc("2026-01-07T03:00:00")]
     assert daily.latest(utc("2026-01-01T04:00:00"), utc("2026-01-02T02:00:00"), 1) == []
 
 
