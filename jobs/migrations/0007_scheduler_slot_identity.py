@@ -10,7 +10,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('jobs', '0005_job_owner_public_expiry'),
+        ('jobs', '0006_job_scheduled_state_started_marks_options'),
     ]
 
     operations = [
