@@ -24,6 +24,7 @@ from django.utils.module_loading import import_string
 from . import signals, store
 from .conf import MAX_LEASE_SECONDS, jobs_settings
 from .exceptions import BadTaskOptions, InvalidPayload
+from .ids import uuid7
 from .models import Job
 from .ownership import MAX_OWNER_LENGTH, owner_key
 from .payloads import dump_payload, unstorable_text
@@ -240,7 +241,7 @@ class PostgresBackend(BaseTaskBackend):
                 f"payload of {options['task_path']} is {size} bytes; the limit is "
                 f"{options['limit']} (JOBS_MAX_PAYLOAD_BYTES). Pass ids, not data."
             )
-        job_id = uuid.uuid4()
+        job_id = uuid7()
         return store.NewJob(
             id=job_id,
             task_path=options["task_path"],

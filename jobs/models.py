@@ -11,6 +11,7 @@ from django.db import models
 from django.db.models import F
 from django.db.models.functions import Now
 
+from .ids import uuid7
 from .states import State
 
 UNFINISHED_STATES = [State.SCHEDULED, State.QUEUED, State.RUNNING]
@@ -18,7 +19,9 @@ FINISHED_STATES = [State.SUCCEEDED, State.DEAD, State.CANCELLED, State.EXPIRED]
 
 
 class Job(models.Model):
-    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    # Time-ordered (jobs.ids.uuid7): among jobs of equal priority and due time, the claim
+    # takes the oldest id first.
+    id = models.UUIDField(primary_key=True, default=uuid7, editable=False)
     # Dotted path of the django.tasks Task object, e.g. "accounts.tasks.send_verification".
     task_path = models.TextField()
     queue_name = models.TextField(default="default")
@@ -124,6 +127,7 @@ class Job(models.Model):
                 "queue_name",
                 models.F("priority").desc(),
                 "run_at",
+                "id",
                 name="jobs_job_claimable",
                 condition=models.Q(state=State.QUEUED),
             ),

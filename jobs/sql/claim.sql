@@ -2,7 +2,8 @@
 --
 -- Each queue is asked for at most its quota (the worker splits its capacity between its
 -- queues by weight, jobs/worker/fairness.py), in the order given; within a queue, higher
--- priority first, then oldest run_at. The LATERAL sub-select walks the partial index
+-- priority first, then oldest run_at, then oldest id (ids are time-ordered, so jobs
+-- enqueued together start in the order they were enqueued). The LATERAL sub-select walks the partial index
 -- jobs_job_claimable (state = 'queued', due rows only: future ones are 'scheduled') and
 -- stops after the quota; SKIP LOCKED lets concurrent claimers pass each other without
 -- waiting, and the outer LIMIT stops visiting queues once the batch is full.
@@ -21,7 +22,7 @@ WITH candidates AS (
         WHERE j.state = 'queued'
           AND j.queue_name = q.name
           AND j.run_at <= coalesce(%(now)s, now())
-        ORDER BY j.priority DESC, j.run_at
+        ORDER BY j.priority DESC, j.run_at, j.id
         LIMIT q.quota
         FOR UPDATE SKIP LOCKED
     ) c

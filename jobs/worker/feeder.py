@@ -502,7 +502,7 @@ class Feeder:
     def _distribute(self, rows: list[Claimed]) -> None:
         # Within a queue: priority first, then run_at, then id (FIFO among equals). Across
         # queues: the fair interleaving of fairness.py.
-        rows = sorted(rows, key=lambda row: (row.queue_name, -row.priority, row.run_at, str(row.id)))
+        rows = sorted(rows, key=lambda row: (row.queue_name, -row.priority, row.run_at, row.id))
         position: dict[str, int] = {}
         keyed = []
         for row in rows:
