@@ -3,8 +3,10 @@
 The process started with ``--reload`` runs no jobs. It watches files with Django's own
 autoreloader, as ``runserver`` does (the modules it has loaded, whatever receivers of
 ``autoreload_started`` add, such as template folders, and here also every ``.py`` file in
-the project's folders, since the worker imports task modules this process never loads), and
-runs the real worker as a child: the same command line, with RELOADED_CHILD set.
+the project's folders, since the worker imports task modules this process never loads, and
+folders made while it runs), and runs the real worker as a child: the same command line,
+with RELOADED_CHILD set. A file seen for the first time restarts nothing: the worker has
+not imported it yet, and imports it when a job first needs it.
 
 On a change it sends the child SIGTERM, so the worker stops as on any shutdown (running
 jobs finish within the shutdown timeout, the rest go back to the queue without using an
@@ -64,9 +66,9 @@ class Reloader:
         self._prctl = _load_prctl()
 
     def run(self) -> int:
-        watcher = autoreload.get_reloader()
-        for folder in project_folders(self.root):
-            watcher.watch_dir(folder, "**/*.py")
+        # Stat polling, as runserver does without watchman: it takes folders added while it
+        # runs (watch_dir before each tick), such as the app a newcomer creates next.
+        watcher = autoreload.StatReloader()
         watcher.watch_dir(self.root, "*.py")
         # Our receiver answers every change, so the autoreloader never exits this process.
         autoreload.file_changed.connect(self._on_change, dispatch_uid="jobs.worker.reload")
@@ -79,6 +81,8 @@ class Reloader:
         self._start()
         ticks = watcher.tick()
         while not self.signals:
+            for folder in project_folders(self.root):
+                watcher.watch_dir(folder, "**/*.py")
             next(ticks)  # about a second; changes arrive through _on_change
             if self.signals:
                 break

@@ -1,8 +1,9 @@
 """The newcomer's path, from a fresh copy of the project (what a clone holds, plus work not yet
 committed; no .venv, no .data): ``scripts/run`` with DATABASE_URL on a port where nothing
 answers makes its own virtualenv and PostgreSQL cluster and serves the web app; a task
-written as the README's "First five minutes" says runs, one added while the worker runs
-runs too, and a Ctrl-C stops everything with each process's own shutdown lines and exit 0.
+written as the README's "First five minutes" says, while it runs, runs; one added to that
+module later runs too (the worker restarts), and a Ctrl-C stops everything with each
+process's own shutdown lines and exit 0.
 
 Nothing here uses the test database: the copy has a database of its own.
 """
@@ -163,9 +164,6 @@ class Run:
 def newcomer(tmp_path: Path) -> Iterator[tuple[Run, int, int]]:
     checkout = tmp_path / "jobqueue"
     copy_of_checkout(checkout)
-    (checkout / "demo").mkdir()
-    (checkout / "demo" / "__init__.py").write_text("")
-    (checkout / "demo" / "tasks.py").write_text(readme_task_module())
     db_port, web_port = free_port(), free_port()
     assert not listening(db_port)
     env = {
@@ -219,6 +217,11 @@ def test_scripts_run_from_nothing_to_ctrl_c(newcomer: tuple[Run, int, int]) -> N
     assert f"==> nothing answers on 127.0.0.1:{db_port}: making a private PostgreSQL" in log
     assert "==> DEBUG is on: the worker and the web server restart when Python files change" in log
 
+    # As the README goes: the task is written once everything runs, in a folder new to the
+    # reloader, which must watch it from then on.
+    (run.checkout / "demo").mkdir()
+    (run.checkout / "demo" / "__init__.py").write_text("")
+    (run.checkout / "demo" / "tasks.py").write_text(readme_task_module())
     wait_for_success(web, enqueue(run, 'greet.using(public=True).enqueue("world")'))
 
     # A task added while the worker runs: without the restart it would be unknown to it.
