@@ -184,6 +184,11 @@ class PrivateCluster:
     def _run(self, tool: str, *args: str, bindir: Path | None = None) -> subprocess.CompletedProcess[str]:
         user = run_as_user()
         program = (bindir or self.bindir or self._bindir_from_pid()) / tool
+        if user:
+            # Again each time: something may have closed a parent since (pytest makes its
+            # /tmp/pytest-of-<user> 0700 whenever it starts).
+            let_reach(self.datadir)
+            let_reach(program)
         return subprocess.run(
             [str(program), *args],
             capture_output=True,
@@ -206,9 +211,6 @@ class PrivateCluster:
         user = run_as_user()
         self.datadir.mkdir(parents=True)
         if user:
-            let_reach(self.datadir)
-            assert self.bindir is not None
-            let_reach(self.bindir / "initdb")
             os.chown(self.datadir, user.pw_uid, user.pw_gid)
         self.datadir.chmod(0o700)
         result = self._run(

@@ -18,6 +18,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -161,8 +162,10 @@ class Run:
 
 
 @pytest.fixture
-def newcomer(tmp_path: Path) -> Iterator[tuple[Run, int, int]]:
-    checkout = tmp_path / "jobqueue"
+def newcomer() -> Iterator[tuple[Run, int, int]]:
+    # Not under pytest's tmp_path: as root the cluster runs as the postgres user, who must
+    # reach it, and every pytest that starts makes /tmp/pytest-of-<user> 0700 again.
+    checkout = Path(tempfile.mkdtemp(prefix="jobqueue-newcomer-")) / "jobqueue"
     copy_of_checkout(checkout)
     db_port, web_port = free_port(), free_port()
     assert not listening(db_port)
@@ -184,7 +187,7 @@ def newcomer(tmp_path: Path) -> Iterator[tuple[Run, int, int]]:
     finally:
         run.close()
         print(f"--- scripts/run ---\n{run.log()}")
-    shutil.rmtree(checkout)
+        shutil.rmtree(checkout.parent)
 
 
 def enqueue(run: Run, call: str) -> str:
