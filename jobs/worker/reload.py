@@ -63,6 +63,7 @@ class Reloader:
         self.signals = 0
         self.last_code = 0
         self.changed: list[Path] = []
+        self.pid = os.getpid()
         self._prctl = _load_prctl()
 
     def run(self) -> int:
@@ -94,7 +95,7 @@ class Reloader:
                     self._start()
             elif self.child is not None and self.child.poll() is not None:
                 logger.warning(
-                    "event=worker_exited code=%d; it starts again when a file changes", self.child.returncode
+                    "event=worker_exited code=%d next='restart on a file change'", self.child.returncode
                 )
                 self._wait_child()
         code = self._wait_child()
@@ -112,12 +113,11 @@ class Reloader:
         )
 
     def _die_with_parent(self) -> None:
-        # Runs in the child between fork and exec.
-        parent = os.getppid()
+        # Runs in the child between fork and exec; self.pid is still the parent's.
         if self._prctl is not None:
             self._prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-        if os.getppid() != parent:
-            os._exit(1)
+        if os.getppid() != self.pid:
+            os._exit(1)  # the parent died before the prctl: nobody would tell us
 
     def _stop_child(self) -> int:
         if self.child is not None and not self.child_stopping:

@@ -1,5 +1,6 @@
 """``runworker --reload``: a changed task module is picked up without a manual restart, a task
-added meanwhile does not go to dead as unknown, and a Ctrl-C stops the worker gracefully."""
+added meanwhile does not go to dead as unknown, a Ctrl-C stops the worker gracefully, and a
+worker that died is started again on the next change."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT
-from tests.process.resilience_support import job, running_worker, wait_until
+from tests.process.resilience_support import children_of, is_alive, job, running_worker, wait_until
 
 pytestmark = [pytest.mark.process, pytest.mark.django_db(transaction=True)]
 
@@ -89,3 +90,20 @@ def test_a_changed_task_module_restarts_the_worker_gracefully(
     assert stopped[0] < started[1]
     assert "event=shutdown_forced" not in log
     assert "event=reloader_stopped code=0" in lines[-1]
+
+
+def test_a_worker_that_died_starts_again_on_the_next_change(
+    tmp_path: Path, task_module: tuple[str, Path]
+) -> None:
+    _, path = task_module
+    with running_worker(tmp_path, "--reload", "--concurrency", "1") as worker:
+        (child,) = children_of(worker.pid)
+        os.kill(child, signal.SIGKILL)
+        worker.wait_for_log(r"event=worker_exited code=-9 next='restart on a file change'")
+        assert is_alive(worker.pid), "the reloader outlives its worker"
+
+        path.write_text(SECOND)
+        worker.wait_for_log("event=worker_started", count=2)
+        worker.signal(signal.SIGTERM)
+        assert worker.wait() == 0
+    assert "event=reloader_stopped code=0" in worker.log()
