@@ -56,7 +56,12 @@ TEMPLATES = [
 ]
 
 DATABASES = {
-    "default": env.db_url("DATABASE_URL", default="postgres://postgres@127.0.0.1:5432/jobqueue"),
+    # POSTGRES_PORT moves the default alone (scripts/run and scripts/test start a server there
+    # when nothing answers: scripts/postgres.py).
+    "default": env.db_url(
+        "DATABASE_URL",
+        default=f"postgres://postgres@127.0.0.1:{env.int('POSTGRES_PORT', default=5432)}/jobqueue",
+    ),
 }
 DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("CONN_MAX_AGE", default=0))
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"

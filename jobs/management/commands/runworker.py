@@ -1,3 +1,5 @@
+import os
+from pathlib import Path
 from typing import Any
 
 from django.conf import settings
@@ -5,38 +7,56 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from jobs.conf import jobs_settings
 from jobs.worker import QueueSpecError, WorkerConfig, parse_queues, run_worker
+from jobs.worker.reload import is_reloaded_child, run_with_reload
 
 
 class Command(BaseCommand):
     help = "Run jobs: a supervisor process with --concurrency executor processes."
 
     def add_arguments(self, parser: CommandParser) -> None:
+        conf = jobs_settings()
         parser.add_argument(
             "--queues",
             default=None,
-            help="Queues with weights, e.g. 'email:6,default:3,low:1' (default: all "
-            "configured queues, weight 1).",
+            help="Queues with weights, e.g. 'email:6,default:3,low:1' (default: every configured "
+            f"queue, weight 1: {','.join(sorted(_known_queues()))}).",
         )
         parser.add_argument(
             "--strict",
             action="store_true",
-            help="Strict priority: always drain earlier queues first instead of weighting.",
+            help="Strict priority: always drain earlier queues first (default: off; queues get "
+            "turns in proportion to their weights).",
         )
         parser.add_argument(
-            "--concurrency", type=int, default=None, help="Executor processes (default: CPU count)."
+            "--concurrency",
+            type=int,
+            default=None,
+            help=f"Executor processes (default: the CPU count, {os.cpu_count() or 1} here).",
         )
-        parser.add_argument("--burst", action="store_true", help="Exit when no due job is left.")
+        parser.add_argument(
+            "--burst",
+            action="store_true",
+            help="Exit when no due job is left (default: off, run until stopped).",
+        )
         parser.add_argument(
             "--shutdown-timeout",
             type=float,
             default=None,
-            help="Seconds to let running jobs finish on SIGTERM.",
+            help="Seconds to let running jobs finish on SIGTERM (default: JOBS_SHUTDOWN_TIMEOUT, "
+            f"now {conf.SHUTDOWN_TIMEOUT:g}).",
         )
         parser.add_argument(
-            "--poll-interval", type=float, default=None, help="Seconds between polls when idle."
+            "--poll-interval",
+            type=float,
+            default=None,
+            help="Seconds between polls when idle (default: JOBS_POLL_INTERVAL, now "
+            f"{conf.POLL_INTERVAL:g}).",
         )
         parser.add_argument(
-            "--no-listen", action="store_true", help="Poll only; no LISTEN/NOTIFY (for poolers)."
+            "--no-listen",
+            action="store_true",
+            help="Poll only; no LISTEN/NOTIFY, for poolers (default: JOBS_LISTEN, now "
+            f"{'listen' if conf.LISTEN else 'poll only'}).",
         )
         parser.add_argument(
             "--threads",
@@ -55,13 +75,16 @@ class Command(BaseCommand):
             "--max-jobs-per-child",
             type=int,
             default=0,
-            help="Replace an executor after this many jobs (0: never).",
+            help="Replace an executor after this many jobs (default: 0, never).",
+        )
+        parser.add_argument(
+            "--reload",
+            action="store_true",
+            help="Restart the worker when the project's Python files change, for development (default: off).",
         )
 
     def handle(self, *args: Any, **options: Any) -> None:
-        import os
-
-        known = set(settings.TASKS["default"].get("QUEUES") or ["default"])
+        known = _known_queues()
         try:
             queues = parse_queues(options["queues"] or ",".join(sorted(known)), known=known)
         except QueueSpecError as exc:
@@ -75,6 +98,12 @@ class Command(BaseCommand):
         for name in ("shutdown_timeout", "poll_interval"):
             if options[name] is not None and options[name] <= 0:
                 raise CommandError(f"--{name.replace('_', '-')} must be positive")
+        if options["max_jobs_per_child"] < 0:
+            raise CommandError("--max-jobs-per-child must be 0 (never replace) or more")
+        if options["reload"] and options["burst"]:
+            raise CommandError(
+                "--reload restarts a worker that runs until stopped; it cannot go with --burst"
+            )
         config = WorkerConfig.from_settings(
             jobs_settings(),
             queues=queues,
@@ -88,4 +117,10 @@ class Command(BaseCommand):
             threads=options["threads"],
             async_concurrency=options["async_concurrency"],
         )
+        if options["reload"] and not is_reloaded_child():
+            raise SystemExit(run_with_reload(root=Path(getattr(settings, "BASE_DIR", Path.cwd()))))
         raise SystemExit(run_worker(config))
+
+
+def _known_queues() -> set[str]:
+    return set(settings.TASKS["default"].get("QUEUES") or ["default"])

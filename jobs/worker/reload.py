@@ -1,0 +1,165 @@
+"""``runworker --reload``: restart the worker when the project's Python files change.
+
+The process started with ``--reload`` runs no jobs. It watches files with Django's own
+autoreloader, as ``runserver`` does (the modules it has loaded, whatever receivers of
+``autoreload_started`` add, such as template folders, and here also every ``.py`` file in
+the project's folders, since the worker imports task modules this process never loads, and
+folders made while it runs), and runs the real worker as a child: the same command line,
+with RELOADED_CHILD set. A file seen for the first time restarts nothing: the worker has
+not imported it yet, and imports it when a job first needs it.
+
+On a change it sends the child SIGTERM, so the worker stops as on any shutdown (running
+jobs finish within the shutdown timeout, the rest go back to the queue without using an
+attempt), waits for it and starts a new one, which imports the changed code. SIGINT or
+SIGTERM stops the child the same way and the parent exits with the child's status; a second
+signal is passed on too, and the worker takes it as "stop at once".
+
+The child has a process group of its own: a Ctrl-C on the terminal reaches the parent
+alone, which passes one SIGTERM on (were the terminal's SIGINT to reach the child as well,
+it would count two signals). Linux sends the child SIGTERM if the parent dies.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+import signal
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from django.utils import autoreload
+
+logger = logging.getLogger("jobs.worker")
+
+RELOADED_CHILD = "JOBS_RELOADED_CHILD"
+
+
+def is_reloaded_child() -> bool:
+    """Whether this process is the worker a reloader started (which must not reload again)."""
+    return os.environ.get(RELOADED_CHILD) == "true"
+
+
+def project_folders(root: Path) -> list[Path]:
+    """The folders of ``root`` whose Python files are the project's own: not hidden (.venv,
+    .data, .git) and not a virtualenv of another name."""
+    return sorted(
+        path
+        for path in root.iterdir()
+        if path.is_dir()
+        and not path.name.startswith((".", "__"))
+        and path.name != "node_modules"
+        and not (path / "pyvenv.cfg").exists()
+    )
+
+
+class Reloader:
+    def __init__(self, *, root: Path, argv: list[str]) -> None:
+        self.root = root
+        self.argv = argv
+        self.child: subprocess.Popen[bytes] | None = None
+        self.child_stopping = False
+        self.signals = 0
+        self.last_code = 0
+        self.changed: list[Path] = []
+        self.pid = os.getpid()
+        self._prctl = _load_prctl()
+
+    def run(self) -> int:
+        # Stat polling, as runserver does without watchman: it takes folders added while it
+        # runs (watch_dir before each tick), such as the app a newcomer creates next.
+        watcher = autoreload.StatReloader()
+        watcher.watch_dir(self.root, "*.py")
+        # Our receiver answers every change, so the autoreloader never exits this process.
+        autoreload.file_changed.connect(self._on_change, dispatch_uid="jobs.worker.reload")
+        autoreload.autoreload_started.send(sender=watcher)
+        signal.signal(signal.SIGTERM, self._on_signal)
+        signal.signal(signal.SIGINT, self._on_signal)
+        logger.info(
+            "event=reloader_started pid=%d watcher=%s root=%s", os.getpid(), type(watcher).__name__, self.root
+        )
+        self._start()
+        ticks = watcher.tick()
+        while not self.signals:
+            for folder in project_folders(self.root):
+                watcher.watch_dir(folder, "**/*.py")
+            next(ticks)  # about a second; changes arrive through _on_change
+            if self.signals:
+                break
+            if self.changed:
+                logger.info("event=reload changed=%s", _relative(self.changed[0], self.root))
+                self.changed.clear()
+                self._stop_child()
+                if not self.signals:
+                    self._start()
+            elif self.child is not None and self.child.poll() is not None:
+                logger.warning(
+                    "event=worker_exited code=%d next='restart on a file change'", self.child.returncode
+                )
+                self._wait_child()
+        code = self._wait_child()
+        logger.info("event=reloader_stopped code=%d", code)
+        return code
+
+    def _start(self) -> None:
+        self.child_stopping = False
+        self.child = subprocess.Popen(
+            self.argv,
+            env={**os.environ, RELOADED_CHILD: "true"},
+            process_group=0,
+            # preexec_fn is unsafe only with threads, and this process starts none.
+            preexec_fn=self._die_with_parent,
+        )
+
+    def _die_with_parent(self) -> None:
+        # Runs in the child between fork and exec; self.pid is still the parent's.
+        if self._prctl is not None:
+            self._prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+        if os.getppid() != self.pid:
+            os._exit(1)  # the parent died before the prctl: nobody would tell us
+
+    def _stop_child(self) -> int:
+        if self.child is not None and not self.child_stopping:
+            self.child_stopping = True
+            self.child.send_signal(signal.SIGTERM)
+        return self._wait_child()
+
+    def _wait_child(self) -> int:
+        """The child's exit status once it has ended (the last child's, if none runs)."""
+        if self.child is not None:
+            # A signal meanwhile runs _on_signal and the wait goes on (PEP 475).
+            self.last_code = self.child.wait()
+            self.child = None
+        return self.last_code
+
+    def _on_signal(self, signum: int, frame: object) -> None:
+        self.signals += 1
+        # The first stops the child gracefully, unless a restart has already asked it to;
+        # a second is passed on, for the worker to stop at once.
+        if self.child is not None and (self.signals > 1 or not self.child_stopping):
+            self.child_stopping = True
+            self.child.send_signal(signal.SIGTERM)
+
+    def _on_change(self, sender: object, file_path: Path, **kwargs: Any) -> bool:
+        self.changed.append(Path(file_path))
+        return True
+
+
+def run_with_reload(*, root: Path) -> int:
+    """Run this command line's worker as a child, restarted on every change under ``root``."""
+    return Reloader(root=root, argv=[str(a) for a in autoreload.get_child_arguments()]).run()
+
+
+def _relative(path: Path, root: Path) -> str:
+    try:
+        return str(path.relative_to(root))
+    except ValueError:
+        return str(path)
+
+
+def _load_prctl() -> Any:
+    try:
+        return ctypes.CDLL("libc.so.6", use_errno=True).prctl
+    except OSError:
+        return None
