@@ -14,14 +14,14 @@
 -- not-started deadline (expires_at) has passed is not started: it ends expired, using no
 -- attempt.
 WITH candidates AS (
-    SELECT c.id, coalesce(c.expires_at <= coalesce(%(now)s, now()), false) AS expired
+    SELECT c.id, coalesce(c.expires_at <= coalesce(%(now)s, statement_timestamp()), false) AS expired
     FROM unnest(%(queues)s::text[], %(quotas)s::int[]) WITH ORDINALITY AS q(name, quota, ord)
     CROSS JOIN LATERAL (
         SELECT j.id, j.expires_at
         FROM jobs_job j
         WHERE j.state = 'queued'
           AND j.queue_name = q.name
-          AND j.run_at <= coalesce(%(now)s, now())
+          AND j.run_at <= coalesce(%(now)s, statement_timestamp())
         ORDER BY j.priority DESC, j.run_at, j.id
         LIMIT q.quota
         FOR UPDATE SKIP LOCKED
@@ -35,13 +35,13 @@ SET state = CASE WHEN c.expired THEN 'expired' ELSE 'running' END,
     worker_ids = CASE WHEN c.expired THEN j.worker_ids
                       ELSE array_append(j.worker_ids, %(worker)s::uuid) END,
     lease_expires_at = CASE WHEN c.expired THEN NULL
-                            ELSE coalesce(%(now)s, now())
+                            ELSE coalesce(%(now)s, statement_timestamp())
                                  + coalesce(j.lease_seconds, %(lease_seconds)s) * interval '1 second'
                        END,
     started_at = CASE WHEN c.expired THEN j.started_at
-                      ELSE coalesce(j.started_at, coalesce(%(now)s, now())) END,
-    last_attempted_at = CASE WHEN c.expired THEN j.last_attempted_at ELSE coalesce(%(now)s, now()) END,
-    finished_at = CASE WHEN c.expired THEN coalesce(%(now)s, now()) END,
+                      ELSE coalesce(j.started_at, coalesce(%(now)s, statement_timestamp())) END,
+    last_attempted_at = CASE WHEN c.expired THEN j.last_attempted_at ELSE coalesce(%(now)s, statement_timestamp()) END,
+    finished_at = CASE WHEN c.expired THEN coalesce(%(now)s, statement_timestamp()) END,
     last_error = CASE WHEN c.expired THEN 'expired: not started before ' || j.expires_at::text
                       ELSE j.last_error END
 FROM candidates c

@@ -1,7 +1,9 @@
 -- Insert one or many jobs in one statement, on the caller's connection and transaction.
 --
 -- A job due later than now is 'scheduled' (the claim does not see it until it is promoted);
--- one due now is 'queued'. Rows whose dedupe_key is held by an unfinished job are skipped
+-- one due now is 'queued'. "Now" is the statement's time, as for the table's defaults
+-- (Django's Now()), so that jobs enqueued one after another in a transaction are due one
+-- after another. Rows whose dedupe_key is held by an unfinished job are skipped
 -- (ON CONFLICT on the partial unique index jobs_job_dedupe); the caller looks up the
 -- holder. Workers are woken with one NOTIFY per queue that received a due job: PostgreSQL
 -- delivers it when the transaction commits, drops it on rollback, and folds duplicates
@@ -12,11 +14,11 @@ WITH ins AS (
                           jitter, soft_timeout, non_retryable, dedupe_key, dedupe_until,
                           trace_id, owner, public, expires_at)
     SELECT t.id, t.task_path, t.queue_name, t.priority,
-           CASE WHEN t.run_at > coalesce(%(now)s, now()) THEN 'scheduled' ELSE 'queued' END,
-           t.args::jsonb, t.kwargs::jsonb, coalesce(t.run_at, coalesce(%(now)s, now())),
+           CASE WHEN t.run_at > coalesce(%(now)s, statement_timestamp()) THEN 'scheduled' ELSE 'queued' END,
+           t.args::jsonb, t.kwargs::jsonb, coalesce(t.run_at, coalesce(%(now)s, statement_timestamp())),
            t.max_attempts, t.timeout, t.lease_seconds, t.backoff_base, t.backoff_cap,
            t.jitter, t.soft_timeout, string_to_array(t.non_retryable, ' '), t.dedupe_key,
-           coalesce(%(now)s, now()) + t.dedupe_window * interval '1 second',
+           coalesce(%(now)s, statement_timestamp()) + t.dedupe_window * interval '1 second',
            t.trace_id, t.owner, t.public, t.expires_at
     FROM unnest(%(id)s::uuid[], %(task_path)s::text[], %(queue_name)s::text[],
                 %(priority)s::smallint[], %(args)s::text[], %(kwargs)s::text[],

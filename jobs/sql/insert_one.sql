@@ -5,14 +5,14 @@ WITH ins AS (
                           jitter, soft_timeout, non_retryable, dedupe_key, dedupe_until,
                           trace_id, owner, public, expires_at)
     VALUES (%(id)s, %(task_path)s, %(queue_name)s, %(priority)s,
-            CASE WHEN %(run_at)s::timestamptz > coalesce(%(now)s::timestamptz, now())
+            CASE WHEN %(run_at)s::timestamptz > coalesce(%(now)s::timestamptz, statement_timestamp())
                  THEN 'scheduled' ELSE 'queued' END,
             %(args)s::jsonb, %(kwargs)s::jsonb,
-            coalesce(%(run_at)s::timestamptz, %(now)s::timestamptz, now()),
+            coalesce(%(run_at)s::timestamptz, %(now)s::timestamptz, statement_timestamp()),
             %(max_attempts)s, %(timeout)s::float8, %(lease_seconds)s::float8,
             %(backoff_base)s::float8, %(backoff_cap)s::float8, %(jitter)s::bool,
             %(soft_timeout)s::float8, %(non_retryable)s::text[], %(dedupe_key)s::text,
-            coalesce(%(now)s::timestamptz, now())
+            coalesce(%(now)s::timestamptz, statement_timestamp())
                 + %(dedupe_window)s::float8 * interval '1 second',
             %(trace_id)s, %(owner)s, %(public)s, %(expires_at)s::timestamptz)
     ON CONFLICT (dedupe_key)

@@ -4,7 +4,7 @@
 WITH due AS (
     SELECT id
     FROM jobs_job
-    WHERE state = 'scheduled' AND run_at <= coalesce(%(now)s, now())
+    WHERE state = 'scheduled' AND run_at <= coalesce(%(now)s, statement_timestamp())
     ORDER BY run_at
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED

@@ -30,19 +30,19 @@ SET state = CASE WHEN d.unstarted THEN 'queued'
     attempt = j.attempt - d.unstarted::int,
     worker_ids = CASE WHEN d.unstarted THEN trim_array(j.worker_ids, 1) ELSE j.worker_ids END,
     handbacks = j.handbacks + d.unstarted::int,
-    run_at = CASE WHEN d.unstarted THEN coalesce(%(now)s, now())
-                  ELSE coalesce(%(now)s, now())
+    run_at = CASE WHEN d.unstarted THEN coalesce(%(now)s, statement_timestamp())
+                  ELSE coalesce(%(now)s, statement_timestamp())
                        + least(coalesce(j.backoff_cap, %(cap)s),
                                coalesce(j.backoff_base, %(base)s)
                                * power(2, least(greatest(j.attempt - 1, 0), 62)))
                          * CASE WHEN coalesce(j.jitter, true) THEN 0.5 + random() * 0.5 ELSE 1 END
                          * interval '1 second' END,
     finished_at = CASE WHEN NOT d.unstarted AND j.attempt >= j.max_attempts
-                       THEN coalesce(%(now)s, now()) END,
+                       THEN coalesce(%(now)s, statement_timestamp()) END,
     errors = CASE WHEN d.unstarted THEN j.errors
                   ELSE j.errors || jsonb_build_array(jsonb_build_object(
                       'attempt', j.attempt,
-                      'at', coalesce(%(now)s, now()),
+                      'at', coalesce(%(now)s, statement_timestamp()),
                       'worker', j.worker_id,
                       'exception', 'jobs.exceptions.WorkerLost',
                       'message', coalesce('worker lost: ' || %(reason)s::text,

@@ -26,10 +26,10 @@ WITH marked AS (
             ELSE v.state
         END,
         result = CASE WHEN v.state = 'succeeded' THEN v.result ELSE j.result END,
-        finished_at = CASE WHEN v.state = 'queued' THEN NULL ELSE coalesce(%(now)s, now()) END,
+        finished_at = CASE WHEN v.state = 'queued' THEN NULL ELSE coalesce(%(now)s, statement_timestamp()) END,
         run_at = CASE
             WHEN v.state = 'queued'
-            THEN coalesce(%(now)s, now()) + coalesce(v.delay, 0) * interval '1 second'
+            THEN coalesce(%(now)s, statement_timestamp()) + coalesce(v.delay, 0) * interval '1 second'
             ELSE j.run_at
         END,
         attempt = j.attempt - coalesce(v.refund, 0),
@@ -40,7 +40,7 @@ WITH marked AS (
                           THEN trim_array(j.worker_ids, 1) ELSE j.worker_ids END,
         errors = CASE WHEN v.error IS NULL THEN j.errors
                       ELSE j.errors || jsonb_build_array(
-                          v.error || jsonb_build_object('at', coalesce(%(now)s, now()),
+                          v.error || jsonb_build_object('at', coalesce(%(now)s, statement_timestamp()),
                                                         'attempt', j.attempt,
                                                         'worker', j.worker_id))
                  END,

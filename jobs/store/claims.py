@@ -147,7 +147,7 @@ def extend_leases(
             FOR UPDATE OF j SKIP LOCKED
         )
         UPDATE jobs_job j
-        SET lease_expires_at = coalesce(%(now)s, now())
+        SET lease_expires_at = coalesce(%(now)s, statement_timestamp())
                                + coalesce(j.lease_seconds, %(lease_seconds)s) * interval '1 second'
         FROM mine
         WHERE j.id = mine.id
@@ -203,7 +203,9 @@ def _reap_sql(lost: str) -> str:
     return sql("reap").replace("{lost}", lost)
 
 
-_LEASE_EXPIRED = "lease_expires_at < coalesce(%(now)s, now()) - %(grace)s * interval '1 second'"
+_LEASE_EXPIRED = (
+    "lease_expires_at < coalesce(%(now)s, statement_timestamp()) - %(grace)s * interval '1 second'"
+)
 _HELD_BY_EXECUTOR = "worker_id = %(token)s::uuid"
 
 
@@ -269,7 +271,7 @@ def next_due(cursor: Any) -> Due:
     """Two top-1 index reads (jobs_job_lease, jobs_job_scheduled) and the clock."""
     cursor.execute(
         """
-        SELECT now(),
+        SELECT statement_timestamp(),
                (SELECT min(lease_expires_at) FROM jobs_job WHERE state = 'running'),
                (SELECT min(run_at) FROM jobs_job WHERE state = 'scheduled')
         """

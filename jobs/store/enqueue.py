@@ -113,7 +113,7 @@ def _copy_jobs(cursor: Any, jobs: Sequence[NewJob], *, notify: bool, now: dateti
     """COPY rows without dedupe keys, then wake workers as insert.sql does. On the caller's
     connection, so inside the caller's transaction when there is one."""
     for explicit_run_at in (False, True):
-        # Rows without run_at take the column's defaults, now() and 'queued': the database
+        # Rows without run_at take the column's defaults, the statement's time and 'queued': the database
         # clock decides. Rows with one are 'scheduled' unless due by this process's clock:
         # one scheduled a moment early is promoted at once by the housekeeping, and one
         # queued a moment early waits for its run_at in the claim's own filter.
@@ -147,7 +147,7 @@ def _copy_jobs(cursor: Any, jobs: Sequence[NewJob], *, notify: bool, now: dateti
             """
             SELECT pg_notify(%(channel)s, q.name)
             FROM unnest(%(queues)s::text[], %(run_at)s::timestamptz[]) AS q(name, run_at)
-            WHERE q.run_at IS NULL OR q.run_at <= coalesce(%(now)s, now())
+            WHERE q.run_at IS NULL OR q.run_at <= coalesce(%(now)s, statement_timestamp())
             """,
             {
                 "channel": NOTIFY_CHANNEL,
@@ -170,7 +170,7 @@ def _resolve_dedupe_conflicts(
     cursor.execute(
         """
         SELECT dedupe_key, id, dedupe_until IS NOT NULL
-                               AND dedupe_until <= coalesce(%(now)s, now())
+                               AND dedupe_until <= coalesce(%(now)s, statement_timestamp())
         FROM jobs_job
         WHERE dedupe_key = ANY(%(keys)s::text[]) AND NOT dedupe_lapsed
           AND state IN ('scheduled', 'queued', 'running')

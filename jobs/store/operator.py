@@ -95,7 +95,7 @@ def prune(*, retention: dict[State, float], now: datetime | None = None, batch: 
                     DELETE FROM jobs_job WHERE id IN (
                         SELECT id FROM jobs_job
                         WHERE state = %(state)s
-                          AND finished_at < coalesce(%(now)s, now())
+                          AND finished_at < coalesce(%(now)s, statement_timestamp())
                                             - %(seconds)s * interval '1 second'
                         LIMIT %(batch)s)
                     """,

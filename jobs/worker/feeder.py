@@ -547,10 +547,13 @@ class Feeder:
             logger.warning("event=release_failed count=%d error=%r", len(ids), str(exc).strip())
             return
         if released:
-            logger.info(
-                "event=released count=%d reason=%s",
+            # At shutdown, one of the lines that say what the worker did with its jobs; at
+            # other times routine (rows that would have waited behind a slow handler).
+            logger.log(
+                logging.INFO if self.stopping else logging.DEBUG,
+                "event=handed_back jobs=%d reason=%s",
                 len(released),
-                "shutdown" if self.stopping else "unstarted",
+                "shutdown" if self.stopping else "behind_running_handler",
             )
 
     # --- waiting ---------------------------------------------------------------------------
