@@ -162,5 +162,7 @@ LOGGING = {
     "loggers": {
         "django.tasks": {"level": "WARNING"},
         "jobs": {"level": env.str("JOBS_LOG_LEVEL", default=LOG_LEVEL), "propagate": True},
+        # PUSH: httpx logs each request's URL at INFO, and APNs URLs carry device tokens.
+        "httpx": {"level": "WARNING"},
     },
 }
