@@ -26,6 +26,7 @@ from .servers import FCM_CLIENT_EMAIL, FCM_PROJECT, read_body, respond
 
 SEND = re.compile(r"/v1/projects/([^/]+)/messages:send")
 SCOPE = "https://www.googleapis.com/auth/firebase.messaging"
+GOOGLE_TOKEN_AUDIENCE = "https://oauth2.googleapis.com/token"
 TTL = re.compile(r"\d+(\.\d{1,9})?s")
 
 
@@ -57,7 +58,8 @@ class Seen:
 class FakeFCM:
     def __init__(self, public_key: Any, *, token_url: str, project: str = FCM_PROJECT) -> None:
         self.public_key = public_key
-        # The assertion's audience: the token endpoint's full URL (the key file's token_uri).
+        # Where the key file's token_uri points (this server); the assertion's audience is
+        # Google's token endpoint whatever token_uri says, as google-auth signs it.
         self.token_url = token_url
         self.project = project
         self.lock = threading.Lock()
@@ -121,7 +123,7 @@ class FakeFCM:
                 form.get("assertion", ""),
                 self.public_key,
                 algorithms=["RS256"],
-                audience=self.token_url,
+                audience=GOOGLE_TOKEN_AUDIENCE,
                 options={"require": ["iat", "exp", "aud", "iss"]},
             )
         except jwt.PyJWTError as exc:

@@ -30,7 +30,7 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def user(django_user_model: Any) -> Any:
-    return django_user_model.objects.create_user("ana", "ana@example.com", "pw")
+    return django_user_model.objects.create_user("ana", "ana@example.com")
 
 
 def delivery(pk: Any) -> PushDelivery:
