@@ -84,7 +84,9 @@ class FakeAPNs:
         payload = json.dumps({"reason": reason, **extra}).encode() if status != 200 else b""
         await respond(send, status, payload, response_headers)
 
-    def _answer(self, scope: dict[str, Any], headers: dict[str, str], body: bytes) -> tuple[int, str, dict[str, Any]]:
+    def _answer(
+        self, scope: dict[str, Any], headers: dict[str, str], body: bytes
+    ) -> tuple[int, str, dict[str, Any]]:
         match = PATH.fullmatch(scope["path"])
         if scope["method"] != "POST":
             return 405, "MethodNotAllowed", {}
@@ -128,7 +130,9 @@ class FakeAPNs:
         seen.jwt = authorization.removeprefix("bearer ")
         try:
             header = jwt.get_unverified_header(seen.jwt)
-            claims = jwt.decode(seen.jwt, self.public_key, algorithms=["ES256"], options={"verify_iat": False})
+            claims = jwt.decode(
+                seen.jwt, self.public_key, algorithms=["ES256"], options={"verify_iat": False}
+            )
         except jwt.PyJWTError as exc:
             self._violation(f"provider token does not verify: {exc}")
             return 403, "InvalidProviderToken", {}
@@ -142,7 +146,9 @@ class FakeAPNs:
             self._violation(f"apns-topic {headers.get('apns-topic')!r}")
             return 400, "BadTopic", {}
         if headers.get("apns-push-type") != "alert" or headers.get("apns-priority") not in ("10", "5"):
-            self._violation(f"push type {headers.get('apns-push-type')} priority {headers.get('apns-priority')}")
+            self._violation(
+                f"push type {headers.get('apns-push-type')} priority {headers.get('apns-priority')}"
+            )
             return 400, "InvalidPushType", {}
         if "apns-expiration" in headers and not headers["apns-expiration"].isdigit():
             self._violation(f"apns-expiration {headers['apns-expiration']!r}")

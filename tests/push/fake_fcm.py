@@ -8,6 +8,7 @@ and a well-formed message, and answers 200 or a scripted answer per registration
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import re
@@ -16,7 +17,6 @@ import threading
 import time
 import urllib.parse
 from collections import defaultdict, deque
-import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,7 +26,7 @@ from .servers import FCM_CLIENT_EMAIL, FCM_PROJECT, read_body, respond
 
 SEND = re.compile(r"/v1/projects/([^/]+)/messages:send")
 SCOPE = "https://www.googleapis.com/auth/firebase.messaging"
-GOOGLE_TOKEN_AUDIENCE = "https://oauth2.googleapis.com/token"
+GOOGLE_TOKEN_AUDIENCE = "https://oauth2.googleapis.com/token"  # noqa: S105 - a URL
 TTL = re.compile(r"\d+(\.\d{1,9})?s")
 
 
@@ -185,7 +185,13 @@ class FakeFCM:
             live = self.access_tokens.get(bearer, 0) > time.time()
         if not live:
             seen.status = 401
-            return 401, self._error(Answer(401, "UNAUTHENTICATED", "Request had invalid authentication credentials.")), {}
+            return (
+                401,
+                self._error(
+                    Answer(401, "UNAUTHENTICATED", "Request had invalid authentication credentials.")
+                ),
+                {},
+            )
         if match.group(1) != self.project:
             self._violation(f"project {match.group(1)}")
             seen.status = 403

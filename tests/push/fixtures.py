@@ -76,7 +76,9 @@ def push_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PushServe
         fcm, cert_file=credentials.cert_file, key_file=credentials.key_file, port=fcm_port
     ).start()
     try:
-        yield PushServers(apns=apns, fcm=fcm, apns_url=apns_server.url, fcm_url=fcm_url, credentials=credentials)
+        yield PushServers(
+            apns=apns, fcm=fcm, apns_url=apns_server.url, fcm_url=fcm_url, credentials=credentials
+        )
     finally:
         apns_server.stop()
         fcm_server.stop()

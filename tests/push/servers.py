@@ -65,7 +65,9 @@ def make_credentials(directory: Path, *, token_uri: str) -> Credentials:
                 "project_id": FCM_PROJECT,
                 "private_key_id": "k1",
                 "private_key": fcm_key.private_bytes(
-                    serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+                    serialization.Encoding.PEM,
+                    serialization.PrivateFormat.PKCS8,
+                    serialization.NoEncryption(),
                 ).decode(),
                 "client_email": FCM_CLIENT_EMAIL,
                 "client_id": "1",

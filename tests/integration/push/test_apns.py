@@ -17,7 +17,7 @@ from jobs import store
 from jobs.models import Job
 from jobs.states import State
 from notifications.push import services
-from notifications.push.models import Device, DeliveryStatus, PushDelivery
+from notifications.push.models import DeliveryStatus, Device, PushDelivery
 from notifications.push.providers import get_backend
 from notifications.push.tasks import send_push
 from tests.factories import run_due
@@ -61,7 +61,10 @@ def test_a_push_reaches_apns_with_a_signed_token_and_apple_s_headers(live_push: 
     [seen] = live_push.apns.requests
     assert seen.http_version == "2"
     assert seen.token == phone.token
-    assert seen.payload == {"aps": {"alert": {"title": "Your code", "body": "123456"}, "sound": "default"}, "screen": "login"}
+    assert seen.payload == {
+        "aps": {"alert": {"title": "Your code", "body": "123456"}, "sound": "default"},
+        "screen": "login",
+    }
     assert seen.headers["apns-topic"] == APNS_TOPIC
     assert seen.headers["apns-push-type"] == "alert"
     assert seen.headers["apns-priority"] == "10"
@@ -111,7 +114,11 @@ def test_410_with_a_timestamp_deactivates_the_device_unless_it_registered_again_
     assert gone.deactivation_reason == "APNs 410 Unregistered"
     assert back.active
     for record in (delivery(deliveries[gone.id].pk), delivery(deliveries[back.id].pk)):
-        assert (record.status, record.http_status, record.reason) == (DeliveryStatus.FAILED, 410, "Unregistered")
+        assert (record.status, record.http_status, record.reason) == (
+            DeliveryStatus.FAILED,
+            410,
+            "Unregistered",
+        )
 
 
 def test_bad_device_token_deactivates_without_retry(live_push: Any, user: Any) -> None:
@@ -140,7 +147,11 @@ def test_429_is_retried_after_the_retry_after_seconds(live_push: Any, user: Any)
     assert waiting.state == State.QUEUED
     assert waiting.run_at == now + timedelta(seconds=120)
     record = delivery(sent.pk)
-    assert (record.status, record.http_status, record.reason) == (DeliveryStatus.PENDING, 429, "TooManyRequests")
+    assert (record.status, record.http_status, record.reason) == (
+        DeliveryStatus.PENDING,
+        429,
+        "TooManyRequests",
+    )
     # Not due a second before; due at the time Apple named.
     assert run_push(now=now + timedelta(seconds=119)) == []
     run_push(now=now + timedelta(seconds=120))
@@ -205,7 +216,11 @@ def test_a_payload_error_ends_dead_and_leaves_the_device_alone(live_push: Any, u
     assert dead.state == State.DEAD and dead.attempt == 1
     assert "APNs rejected the notification: 413 PayloadTooLarge" in dead.last_error
     record = delivery(sent.pk)
-    assert (record.status, record.http_status, record.reason) == (DeliveryStatus.FAILED, 413, "PayloadTooLarge")
+    assert (record.status, record.http_status, record.reason) == (
+        DeliveryStatus.FAILED,
+        413,
+        "PayloadTooLarge",
+    )
     phone.refresh_from_db()
     assert phone.active and phone.deactivation_reason == ""
 

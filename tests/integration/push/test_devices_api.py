@@ -43,7 +43,12 @@ def test_register_then_register_again_updates_the_same_device(ana: Any) -> None:
     assert first.status_code == 201
     body = first.json()
     assert body["token"] == token.lower()
-    assert (body["platform"], body["app_id"], body["locale"], body["active"]) == ("ios", "com.example.app", "id-ID", True)
+    assert (body["platform"], body["app_id"], body["locale"], body["active"]) == (
+        "ios",
+        "com.example.app",
+        "id-ID",
+        True,
+    )
     Device.objects.filter(id=body["id"]).update(active=False, deactivation_reason="APNs 410 Unregistered")
     again = post(client, {"platform": "ios", "token": token.lower(), "locale": "en"})
     assert again.status_code == 200
@@ -78,7 +83,9 @@ def test_a_token_that_changed_hands_moves_to_the_new_user(ana: Any, budi: Any) -
         ({"platform": "ios", "token": "a" * 64, "user": 7}, {"user"}),
     ],
 )
-def test_bad_registrations_get_400_with_the_field_at_fault(ana: Any, body: dict[str, Any], errors: set[str]) -> None:
+def test_bad_registrations_get_400_with_the_field_at_fault(
+    ana: Any, body: dict[str, Any], errors: set[str]
+) -> None:
     response = post(client_for(ana), body)
     assert response.status_code == 400
     assert set(response.json()["errors"]) == errors

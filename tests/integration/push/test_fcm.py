@@ -42,7 +42,12 @@ def test_a_push_reaches_fcm_with_an_oauth_token_from_the_key_s_token_uri(live_pu
     phone = device(user, "android", app_id="com.example.app")
     expires = timezone.now() + timedelta(hours=1)
     [sent] = services.notify_user(
-        user=user, title="Hello", body="World", data={"order": "42"}, expires_at=expires, collapse_key="orders"
+        user=user,
+        title="Hello",
+        body="World",
+        data={"order": "42"},
+        expires_at=expires,
+        collapse_key="orders",
     )
     run_push()
     fcm = live_push.fcm
@@ -109,7 +114,12 @@ def test_invalid_argument_naming_the_token_deactivates_the_device(live_push: Any
     phone = device(user, "android")
     live_push.fcm.script(
         phone.token,
-        Answer(400, "INVALID_ARGUMENT", "The registration token is not a valid FCM registration token", "message.token"),
+        Answer(
+            400,
+            "INVALID_ARGUMENT",
+            "The registration token is not a valid FCM registration token",
+            "message.token",
+        ),
     )
     [sent] = services.notify_user(user=user, title="t", body="b")
     run_push()
@@ -120,7 +130,9 @@ def test_invalid_argument_naming_the_token_deactivates_the_device(live_push: Any
 
 def test_invalid_argument_about_the_payload_ends_dead_and_keeps_the_device(live_push: Any, user: Any) -> None:
     phone = device(user, "android")
-    live_push.fcm.script(phone.token, Answer(400, "INVALID_ARGUMENT", "Invalid value at 'message.android.ttl'"))
+    live_push.fcm.script(
+        phone.token, Answer(400, "INVALID_ARGUMENT", "Invalid value at 'message.android.ttl'")
+    )
     [sent] = services.notify_user(user=user, title="t", body="b")
     run_push()
     phone.refresh_from_db()

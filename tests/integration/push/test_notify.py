@@ -14,7 +14,7 @@ from jobs.models import Job
 from jobs.states import State
 from notifications.push import services
 from notifications.push.exceptions import InvalidNotification, PayloadTooLarge
-from notifications.push.models import Device, DeliveryStatus, PushDelivery, PushNotification
+from notifications.push.models import DeliveryStatus, Device, PushDelivery, PushNotification
 from tests.factories import run_due
 from tests.push.fake_apns import Answer as APNsAnswer
 from tests.push.fake_fcm import Answer as FCMAnswer
@@ -118,7 +118,9 @@ def test_bad_content_fails_at_notify_user_and_writes_nothing(
     users: list[Any], arguments: dict[str, Any], message: str
 ) -> None:
     device(users[0], "ios")
-    with pytest.raises(InvalidNotification, match=message.replace("(", r"\(").replace(")", r"\)").replace("[", r"\[")):
+    with pytest.raises(
+        InvalidNotification, match=message.replace("(", r"\(").replace(")", r"\)").replace("[", r"\[")
+    ):
         services.notify_user(user=users[0], **{"title": "t", "body": "b", **arguments})
     assert not PushNotification.objects.exists()
     assert not Job.objects.exists()
@@ -126,12 +128,16 @@ def test_bad_content_fails_at_notify_user_and_writes_nothing(
 
 def test_an_expiry_in_the_past_is_refused(users: list[Any]) -> None:
     with pytest.raises(InvalidNotification, match="is already past"):
-        services.notify_user(user=users[0], title="t", body="b", expires_at=timezone.now() - timedelta(seconds=1))
+        services.notify_user(
+            user=users[0], title="t", body="b", expires_at=timezone.now() - timedelta(seconds=1)
+        )
 
 
 def test_a_payload_over_4_kb_fails_at_notify_user_with_its_size(users: list[Any]) -> None:
     device(users[0], "ios")
-    with pytest.raises(PayloadTooLarge, match=r"the APNs payload would be 4,1\d\d bytes; APNs accepts at most 4,096"):
+    with pytest.raises(
+        PayloadTooLarge, match=r"the APNs payload would be 4,1\d\d bytes; APNs accepts at most 4,096"
+    ):
         services.notify_user(user=users[0], title="t", body="x" * 4100)
     # Data counts too, and FCM's limit is checked as well.
     with pytest.raises(PayloadTooLarge, match="payload would be"):
@@ -142,7 +148,9 @@ def test_a_payload_over_4_kb_fails_at_notify_user_with_its_size(users: list[Any]
     assert Job.objects.count() == 1
 
 
-def test_each_outcome_deactivates_exactly_the_devices_whose_tokens_are_dead(live_push: Any, users: list[Any]) -> None:
+def test_each_outcome_deactivates_exactly_the_devices_whose_tokens_are_dead(
+    live_push: Any, users: list[Any]
+) -> None:
     ana = users[0]
     fine_ios, gone_ios, bad_ios, busy_ios, down_ios, big_ios = (device(ana, "ios") for _ in range(6))
     fine_fcm, gone_fcm, wrong_fcm, payload_fcm, busy_fcm = (device(ana, "android") for _ in range(5))
@@ -169,12 +177,16 @@ def test_each_outcome_deactivates_exactly_the_devices_whose_tokens_are_dead(live
     assert live_push.apns.violations == [] and live_push.fcm.violations == []
 
 
-def test_a_device_removed_or_deactivated_before_its_job_runs_is_skipped(users: list[Any], outbox: list[Any]) -> None:
+def test_a_device_removed_or_deactivated_before_its_job_runs_is_skipped(
+    users: list[Any], outbox: list[Any]
+) -> None:
     removed, deactivated = device(users[0], "ios"), device(users[0], "android")
     deliveries = services.notify_user(user=users[0], title="t", body="b")
     assert services.device_delete(user=users[0], device_id=removed.id)
     services.devices_deactivate(device_ids=[deactivated.id], reason="lost phone")
     run_due(queues=("push",))
     assert outbox == []
-    reasons = sorted(PushDelivery.objects.filter(id__in=[d.id for d in deliveries]).values_list("status", "reason"))
+    reasons = sorted(
+        PushDelivery.objects.filter(id__in=[d.id for d in deliveries]).values_list("status", "reason")
+    )
     assert reasons == [("skipped", "device inactive: lost phone"), ("skipped", "device removed")]
