@@ -3,6 +3,8 @@ delivery records with their provider answers and a link to each job."""
 
 from __future__ import annotations
 
+import json
+from datetime import datetime
 from typing import Any
 
 from django.contrib import admin, messages
@@ -12,6 +14,7 @@ from django.db.models import Count, QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.html import format_html
 
 from . import selectors, services
@@ -31,12 +34,14 @@ def job_link(job_id: Any) -> str:
     )
 
 
+def short_time(value: datetime | None) -> str:
+    """A compact local time for list columns (the detail page shows the full one)."""
+    return "-" if value is None else timezone.localtime(value).strftime("%Y-%m-%d %H:%M")
+
+
 @admin.register(Device)
 class DeviceAdmin(admin.ModelAdmin):
-    list_display = (
-        "user", "platform", "short_token", "app_id", "locale", "active", "last_seen_at",
-        "deactivation_reason",
-    )  # fmt: skip
+    list_display = ("user", "platform", "short_token", "active", "last_seen", "deactivation_reason")
     list_filter = ("platform", "active")
     search_fields = ("user__username", "user__email", "=token")
     list_select_related = ("user",)
@@ -53,7 +58,11 @@ class DeviceAdmin(admin.ModelAdmin):
 
     @admin.display(description="Token")
     def short_token(self, device: Device) -> str:
-        return f"{device.token[:12]}…"
+        return f"{device.token[:10]}…"
+
+    @admin.display(description="Last seen", ordering="last_seen_at")
+    def last_seen(self, device: Device) -> str:
+        return short_time(device.last_seen_at)
 
     @admin.action(description="Deactivate selected devices", permissions=["change"])
     def deactivate(self, request: HttpRequest, queryset: QuerySet[Device]) -> None:
@@ -70,10 +79,7 @@ class DeviceAdmin(admin.ModelAdmin):
 
 @admin.register(PushDelivery)
 class PushDeliveryAdmin(admin.ModelAdmin):
-    list_display = (
-        "created_at", "notification", "user", "platform", "outcome", "http_status", "reason", "attempts",
-        "provider_id", "job",
-    )  # fmt: skip
+    list_display = ("created", "notification", "user", "outcome", "answer", "job")
     list_filter = ("status", "platform")
     search_fields = ("=id", "=job_id", "user__username", "=provider_id")
     list_select_related = ("notification", "user")
@@ -95,11 +101,23 @@ class PushDeliveryAdmin(admin.ModelAdmin):
     def has_change_permission(self, request: HttpRequest, obj: PushDelivery | None = None) -> bool:
         return False
 
+    def has_delete_permission(self, request: HttpRequest, obj: PushDelivery | None = None) -> bool:
+        # The record of what was sent: it goes with its notification, not on its own.
+        return False
+
     @admin.display(description="Outcome")
     def outcome(self, delivery: PushDelivery) -> str:
         return selectors.outcome(
             status=delivery.status, job_state=getattr(delivery, "job_state", None), attempts=delivery.attempts
         )
+
+    @admin.display(description="Created", ordering="created_at")
+    def created(self, delivery: PushDelivery) -> str:
+        return short_time(delivery.created_at)
+
+    @admin.display(description="Provider answer")
+    def answer(self, delivery: PushDelivery) -> str:
+        return " ".join(str(part) for part in (delivery.http_status, delivery.reason) if part) or "-"
 
     @admin.display(description="Job")
     def job(self, delivery: PushDelivery) -> str:
@@ -112,6 +130,7 @@ class PushNotificationAdmin(admin.ModelAdmin):
     (one job per device) and the change page shows how its deliveries are doing."""
 
     list_display = ("title", "audience", "devices", "created_by", "created_at", "expires_at")
+    change_list_template = "admin/push/notification_changelist.html"
     list_select_related = ("created_by",)
     search_fields = ("title",)
     ordering = ("-created_at",)
@@ -189,7 +208,7 @@ class PushNotificationAdmin(admin.ModelAdmin):
             raise PermissionDenied
         progress = selectors.notification_progress(notification=notification)
         deliveries = selectors.with_job_state(
-            notification.deliveries.select_related("user").order_by("created_at", "id")
+            notification.deliveries.select_related("user").order_by("created_at", "user_id", "device_id")
         )[:PROGRESS_ROWS]
         rows = [
             {
@@ -209,6 +228,7 @@ class PushNotificationAdmin(admin.ModelAdmin):
             "opts": self.model._meta,
             "original": notification,
             "notification": notification,
+            "data_json": json.dumps(notification.data, ensure_ascii=False) if notification.data else "",
             "progress": progress,
             "percent": round(100 * progress.finished / progress.total) if progress.total else 100,
             "rows": rows,

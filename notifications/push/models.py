@@ -13,8 +13,8 @@ from django.utils import timezone
 
 
 class Platform(models.TextChoices):
-    IOS = "ios", "iOS (APNs)"
-    ANDROID = "android", "Android (FCM)"
+    IOS = "ios", "iOS"
+    ANDROID = "android", "Android"
 
 
 class Device(models.Model):
