@@ -17,7 +17,7 @@ from jobs import store
 from jobs.models import Job
 from jobs.states import State
 from notifications.push import services
-from notifications.push.models import DeliveryStatus, Device, PushDelivery
+from notifications.push.models import DeliveryStatus, Device, PushDelivery, PushNotification
 from notifications.push.providers import get_backend
 from notifications.push.tasks import send_push
 from tests.factories import run_due
@@ -309,3 +309,21 @@ def test_a_missing_key_file_is_a_clear_dead_job_and_the_delivery_is_released(
     assert "PUSH_APNS_KEY_FILE '/nonexistent/AuthKey.p8' is not a usable .p8 key" in dead.last_error
     assert delivery(sent.pk).status == DeliveryStatus.PENDING
     assert str(uuid.UUID(str(sent.job_id))) == str(dead.id)
+
+
+def test_a_replayed_expired_job_still_does_not_send_once_the_notification_is_stale(
+    live_push: Any, user: Any
+) -> None:
+    device(user, "ios")
+    expires = timezone.now() + timedelta(minutes=5)
+    [sent] = services.notify_user(user=user, title="Your code", body="123456", expires_at=expires)
+    assert run_push(now=expires + timedelta(seconds=1)) == []
+    # Time has passed the deadline; an operator replays the expired job anyway.
+    PushNotification.objects.filter(id=sent.notification_id).update(
+        expires_at=timezone.now() - timedelta(seconds=1)
+    )
+    store.replay(sent.job_id)
+    [outcome] = run_push(now=timezone.now() + timedelta(seconds=1))
+    assert outcome["state"] == "succeeded" and outcome["result"]["status"] == "expired"
+    assert delivery(sent.pk).status == DeliveryStatus.EXPIRED
+    assert live_push.apns.requests == []
