@@ -187,6 +187,7 @@ class PushNotificationAdmin(admin.ModelAdmin):
                 collapse_key=data["collapse_key"],
                 created_by=request.user,  # type: ignore[arg-type]
                 audience=audience,
+                keep_if_empty=True,
             )
         except InvalidNotification as exc:
             form.add_error(exc.field if exc.field in form.fields else None, str(exc))

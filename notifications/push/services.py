@@ -84,19 +84,29 @@ def notification_send(
     collapse_key: str | None = None,
     created_by: User | None = None,
     audience: str = "",
-) -> tuple[PushNotification, list[PushDelivery]]:
+    keep_if_empty: bool = True,
+) -> tuple[PushNotification | None, list[PushDelivery]]:
     """Write the notification, one delivery per active device of ``users`` and one job per
     delivery, in the caller's transaction: InvalidNotification (or PayloadTooLarge) before
     anything is written if a provider would refuse the content.
 
-    Three statements however many devices: the notification, the jobs (one bulk insert),
-    the deliveries (one bulk insert). A job whose notification has expired when a worker
-    would start it ends ``expired`` and never sends.
+    Four statements however many devices: the devices read, the notification, the jobs
+    (one bulk insert) and the deliveries (one bulk insert). A job whose notification has
+    expired when a worker would start it ends ``expired`` and never sends. With no device
+    to reach, the notification is still recorded (the admin shows it) unless
+    ``keep_if_empty`` is off.
     """
     content = validation.content(
         title=title, body=body, data=data, expires_at=expires_at, collapse_key=collapse_key
     )
     with transaction.atomic():
+        devices = list(
+            Device.objects.filter(user__in=users, active=True)
+            .order_by("id")
+            .values_list("id", "user_id", "platform")
+        )
+        if not devices and not keep_if_empty:
+            return None, []
         notification = PushNotification.objects.create(
             title=content.title,
             body=content.body,
@@ -105,11 +115,6 @@ def notification_send(
             expires_at=content.expires_at,
             created_by=created_by,
             audience=audience,
-        )
-        devices = list(
-            Device.objects.filter(user__in=users, active=True)
-            .order_by("id")
-            .values_list("id", "user_id", "platform")
         )
         if not devices:
             return notification, []
@@ -143,7 +148,13 @@ def notify_users(
 ) -> list[PushDelivery]:
     """Notify every active device of ``users``; the delivery records (one per device)."""
     _, deliveries = notification_send(
-        users=users, title=title, body=body, data=data, expires_at=expires_at, collapse_key=collapse_key
+        users=users,
+        title=title,
+        body=body,
+        data=data,
+        expires_at=expires_at,
+        collapse_key=collapse_key,
+        keep_if_empty=False,
     )
     return deliveries
 

@@ -63,6 +63,7 @@ def test_progress_counts_deliveries_by_their_own_and_their_job_s_state(
     for user in users:
         device(user, "ios")
     notification, deliveries = services.notification_send(users=users, title="t", body="b")
+    assert notification is not None
     # One is sent, one cancelled by an operator, one given up (dead), one still queued.
     store.cancel(deliveries[1].job_id)
     store.discard(deliveries[2].job_id)

@@ -99,6 +99,7 @@ def test_expiry_is_the_job_s_not_started_deadline(users: list[Any]) -> None:
 def test_a_user_without_devices_gets_nothing(users: list[Any]) -> None:
     assert services.notify_user(user=users[0], title="t", body="b") == []
     assert not Job.objects.exists()
+    assert not PushNotification.objects.exists()
 
 
 @pytest.mark.parametrize(
