@@ -19,7 +19,7 @@ from typing import Any
 
 import jwt
 
-from .servers import APNS_KEY_ID, APNS_TEAM_ID, APNS_TOPIC, read_body, respond
+from .servers import APNS_KEY_ID, APNS_TEAM_ID, APNS_TOPIC, lifespan, read_body, request_headers, respond
 
 PATH = re.compile(r"/3/device/([0-9a-f]{64,200})")
 
@@ -72,12 +72,10 @@ class FakeAPNs:
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":
-            while (await receive())["type"] != "lifespan.shutdown":
-                await send({"type": "lifespan.startup.complete"})
-            await send({"type": "lifespan.shutdown.complete"})
+            await lifespan(receive, send)
             return
         body = await read_body(receive)
-        headers = {k.decode().lower(): v.decode() for k, v in scope["headers"]}
+        headers = request_headers(scope)
         status, reason, extra = self._answer(scope, headers, body)
         response_headers = {"apns-id": headers.get("apns-id") or str(uuid.uuid4()).upper()}
         response_headers.update(extra.pop("headers", {}))

@@ -22,7 +22,7 @@ from typing import Any
 
 import jwt
 
-from .servers import FCM_CLIENT_EMAIL, FCM_PROJECT, read_body, respond
+from .servers import FCM_CLIENT_EMAIL, FCM_PROJECT, lifespan, read_body, request_headers, respond
 
 SEND = re.compile(r"/v1/projects/([^/]+)/messages:send")
 SCOPE = "https://www.googleapis.com/auth/firebase.messaging"
@@ -89,12 +89,10 @@ class FakeFCM:
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":
-            while (await receive())["type"] != "lifespan.shutdown":
-                await send({"type": "lifespan.startup.complete"})
-            await send({"type": "lifespan.shutdown.complete"})
+            await lifespan(receive, send)
             return
         body = await read_body(receive)
-        headers = {k.decode().lower(): v.decode() for k, v in scope["headers"]}
+        headers = request_headers(scope)
         if scope["path"] == "/token" and scope["method"] == "POST":
             status, answer = self._token(body)
             await respond(send, status, json.dumps(answer).encode())

@@ -10,9 +10,11 @@ from typing import Any
 
 import pytest
 
+from jobs.models import Job
 from notifications.push import services
-from notifications.push.models import Device
+from notifications.push.models import Device, PushDelivery
 from notifications.push.providers import locmem, reset_backend
+from tests.factories import run_due
 
 from .fake_apns import FakeAPNs
 from .fake_fcm import FakeFCM
@@ -119,3 +121,16 @@ def device(user: Any, platform: str = "ios", **fields: Any) -> Device:
     token = fields.pop("token", None) or (apns_token() if platform == "ios" else fcm_token())
     registered, _ = services.device_register(user=user, platform=platform, token=token, **fields)
     return registered
+
+
+def run_push(**kwargs: Any) -> list[dict[str, Any]]:
+    """Run the due jobs of the push queue in this process (tests.factories.run_due)."""
+    return run_due(queues=("push",), **kwargs)
+
+
+def delivery(pk: Any) -> PushDelivery:
+    return PushDelivery.objects.get(pk=pk)
+
+
+def job(record: PushDelivery) -> Job:
+    return Job.objects.get(id=record.job_id)

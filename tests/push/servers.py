@@ -136,6 +136,17 @@ class ServerThread:
         self.thread.join(10)
 
 
+async def lifespan(receive: Any, send: Any) -> None:
+    """Answer hypercorn's lifespan messages: nothing to start or stop."""
+    while (await receive())["type"] != "lifespan.shutdown":
+        await send({"type": "lifespan.startup.complete"})
+    await send({"type": "lifespan.shutdown.complete"})
+
+
+def request_headers(scope: dict[str, Any]) -> dict[str, str]:
+    return {k.decode().lower(): v.decode() for k, v in scope["headers"]}
+
+
 async def read_body(receive: Any) -> bytes:
     body = b""
     while True:

@@ -12,7 +12,6 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import httpx
 import jwt
@@ -130,13 +129,8 @@ class APNsProvider:
         if message.collapse_key:
             headers["apns-collapse-id"] = message.collapse_key
         body = payloads.apns_payload(title=message.title, body=message.body, data=message.data)
-        try:
-            response = self.client.post(
-                f"{self.base_url}/3/device/{message.token}", content=body, headers=headers
-            )
-        except httpx.HTTPError as exc:
-            return SendResult(outcome=Outcome.RETRY, reason=transport.transport_failure(exc))
-        return classify(response)
+        url = f"{self.base_url}/3/device/{message.token}"
+        return transport.post(self.client, url, content=body, headers=headers, classify=classify)
 
     def close(self) -> None:
         self.client.close()
@@ -148,7 +142,7 @@ def classify(response: httpx.Response) -> SendResult:
     if status == 200:
         provider_id = response.headers.get("apns-id", "")
         return SendResult(outcome=Outcome.DELIVERED, http_status=status, reason="", provider_id=provider_id)
-    answer = _json(response)
+    answer = transport.json_object(response)
     reason = str(answer.get("reason") or response.reason_phrase or status)
     if status == 410 or reason in BAD_TOKEN_REASONS:
         since = None
@@ -158,20 +152,5 @@ def classify(response: httpx.Response) -> SendResult:
         return SendResult(outcome=Outcome.BAD_TOKEN, http_status=status, reason=reason, invalid_since=since)
     if status == 403 or reason in AUTH_REASONS:
         return SendResult(outcome=Outcome.AUTH, http_status=status, reason=reason)
-    if status == 429 or status >= 500:
-        return SendResult(
-            outcome=Outcome.RETRY,
-            http_status=status,
-            reason=reason,
-            retry_after=transport.retry_after(response),
-        )
-    # PayloadTooLarge, BadTopic, TopicDisallowed, BadCollapseId, BadExpirationDate, ...
-    return SendResult(outcome=Outcome.REJECTED, http_status=status, reason=reason)
-
-
-def _json(response: httpx.Response) -> dict[str, Any]:
-    try:
-        answer = response.json()
-    except ValueError:
-        return {}
-    return answer if isinstance(answer, dict) else {}
+    # 429 and 5xx: later; PayloadTooLarge, BadTopic, BadCollapseId, ...: never.
+    return transport.retry_or_reject(response, reason)

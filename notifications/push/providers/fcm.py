@@ -124,18 +124,9 @@ class FCMProvider:
             ttl_seconds=ttl,
             package=message.app_id,
         )
-        try:
-            response = self.client.post(
-                f"{self.base_url}/v1/projects/{self.project_id}/messages:send",
-                content=body,
-                headers={
-                    "authorization": f"Bearer {token}",
-                    "content-type": "application/json; charset=UTF-8",
-                },
-            )
-        except httpx.HTTPError as exc:
-            return SendResult(outcome=Outcome.RETRY, reason=transport.transport_failure(exc))
-        return classify(response)
+        url = f"{self.base_url}/v1/projects/{self.project_id}/messages:send"
+        headers = {"authorization": f"Bearer {token}", "content-type": "application/json; charset=UTF-8"}
+        return transport.post(self.client, url, content=body, headers=headers, classify=classify)
 
     def close(self) -> None:
         self.client.close()
@@ -144,7 +135,7 @@ class FCMProvider:
 def classify(response: httpx.Response) -> SendResult:
     """What an FCM v1 answer means for the delivery."""
     status = response.status_code
-    answer = _json(response)
+    answer = transport.json_object(response)
     if status == 200:
         return SendResult(
             outcome=Outcome.DELIVERED, http_status=status, provider_id=str(answer.get("name", ""))
@@ -161,14 +152,7 @@ def classify(response: httpx.Response) -> SendResult:
         return SendResult(outcome=Outcome.BAD_TOKEN, http_status=status, reason=reason)
     if status in (401, 403):
         return SendResult(outcome=Outcome.AUTH, http_status=status, reason=reason)
-    if status == 429 or status >= 500:
-        return SendResult(
-            outcome=Outcome.RETRY,
-            http_status=status,
-            reason=reason,
-            retry_after=transport.retry_after(response),
-        )
-    return SendResult(outcome=Outcome.REJECTED, http_status=status, reason=reason)
+    return transport.retry_or_reject(response, reason)
 
 
 def _error_code(error: Mapping[str, Any]) -> str:
@@ -186,11 +170,3 @@ def _names_the_token(error: Mapping[str, Any]) -> bool:
             if isinstance(violation, dict) and violation.get("field") == "message.token":
                 return True
     return "registration token" in str(error.get("message", "")).lower()
-
-
-def _json(response: httpx.Response) -> dict[str, Any]:
-    try:
-        answer = response.json()
-    except ValueError:
-        return {}
-    return answer if isinstance(answer, dict) else {}

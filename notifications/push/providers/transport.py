@@ -10,13 +10,16 @@ from __future__ import annotations
 import email.utils
 import ssl
 import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 import certifi
 import httpx
 
 from ..conf import PushSettings
 from ..exceptions import ProviderNotConfigured
+from .base import Outcome, SendResult
 
 
 def ssl_context(ca_bundle: str) -> ssl.SSLContext:
@@ -58,3 +61,40 @@ def retry_after(response: httpx.Response, *, now: float | None = None) -> float 
 
 def transport_failure(exc: httpx.HTTPError) -> str:
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+
+
+def post(
+    client: httpx.Client,
+    url: str,
+    *,
+    content: bytes,
+    headers: Mapping[str, str],
+    classify: Callable[[httpx.Response], SendResult],
+) -> SendResult:
+    """Send one request; the provider's answer as ``classify`` reads it, or a RETRY when
+    no answer came back (refused, reset, timed out)."""
+    try:
+        response = client.post(url, content=content, headers=dict(headers))
+    except httpx.HTTPError as exc:
+        return SendResult(outcome=Outcome.RETRY, reason=transport_failure(exc))
+    return classify(response)
+
+
+def json_object(response: httpx.Response) -> dict[str, Any]:
+    """The answer's JSON object, or {} for an empty or non-JSON body (a proxy's error page)."""
+    try:
+        answer = response.json()
+    except ValueError:
+        return {}
+    return answer if isinstance(answer, dict) else {}
+
+
+def retry_or_reject(response: httpx.Response, reason: str) -> SendResult:
+    """The answers left once a provider's own codes are read: throttled (429) or failing
+    (5xx) means later, as Retry-After says; any other refusal is about the request."""
+    status = response.status_code
+    if status == 429 or status >= 500:
+        return SendResult(
+            outcome=Outcome.RETRY, http_status=status, reason=reason, retry_after=retry_after(response)
+        )
+    return SendResult(outcome=Outcome.REJECTED, http_status=status, reason=reason)

@@ -14,15 +14,13 @@ from django.db import connection
 from django.utils import timezone
 
 from jobs import store
-from jobs.models import Job
 from jobs.states import State
 from notifications.push import services
 from notifications.push.models import DeliveryStatus, Device, PushDelivery, PushNotification
 from notifications.push.providers import get_backend
 from notifications.push.tasks import send_push
-from tests.factories import run_due
 from tests.push.fake_apns import Answer
-from tests.push.fixtures import device
+from tests.push.fixtures import delivery, device, job, run_push
 from tests.push.servers import APNS_KEY_ID, APNS_TEAM_ID, APNS_TOPIC
 
 pytestmark = pytest.mark.django_db
@@ -31,18 +29,6 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def user(django_user_model: Any) -> Any:
     return django_user_model.objects.create_user("ana", "ana@example.com")
-
-
-def delivery(pk: Any) -> PushDelivery:
-    return PushDelivery.objects.get(pk=pk)
-
-
-def job(delivery_: PushDelivery) -> Job:
-    return Job.objects.get(id=delivery_.job_id)
-
-
-def run_push(**kwargs: Any) -> list[dict[str, Any]]:
-    return run_due(queues=("push",), **kwargs)
 
 
 def test_a_push_reaches_apns_with_a_signed_token_and_apple_s_headers(live_push: Any, user: Any) -> None:

@@ -9,13 +9,11 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from jobs.models import Job
 from jobs.states import State
 from notifications.push import services
-from notifications.push.models import DeliveryStatus, PushDelivery
-from tests.factories import run_due
+from notifications.push.models import DeliveryStatus
 from tests.push.fake_fcm import GOOGLE_TOKEN_AUDIENCE, Answer
-from tests.push.fixtures import device
+from tests.push.fixtures import delivery, device, job, run_push
 from tests.push.servers import FCM_CLIENT_EMAIL, FCM_PROJECT
 
 pytestmark = pytest.mark.django_db
@@ -24,18 +22,6 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def user(django_user_model: Any) -> Any:
     return django_user_model.objects.create_user("budi", "budi@example.com")
-
-
-def delivery(pk: Any) -> PushDelivery:
-    return PushDelivery.objects.get(pk=pk)
-
-
-def job(record: PushDelivery) -> Job:
-    return Job.objects.get(id=record.job_id)
-
-
-def run_push(**kwargs: Any) -> list[dict[str, Any]]:
-    return run_due(queues=("push",), **kwargs)
 
 
 def test_a_push_reaches_fcm_with_an_oauth_token_from_the_key_s_token_uri(live_push: Any, user: Any) -> None:
