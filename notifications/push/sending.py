@@ -11,6 +11,7 @@ never a lost one).
 from __future__ import annotations
 
 import json
+import uuid
 from datetime import datetime, timedelta
 from functools import cache
 from pathlib import Path
@@ -42,6 +43,10 @@ def claim_seconds() -> float:
 
 def deliver(*, delivery_id: str) -> dict[str, Any]:
     """Send one delivery unless it is finished; what the job returns (its result)."""
+    try:
+        delivery_id = str(uuid.UUID(delivery_id))
+    except (TypeError, ValueError, AttributeError) as exc:
+        raise Discard(f"{delivery_id!r} is not a delivery id") from exc
     backend = get_backend()
     now = timezone.now()
     claimed = _claim(delivery_id, now)

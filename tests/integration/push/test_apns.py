@@ -313,3 +313,11 @@ def test_a_replayed_expired_job_still_does_not_send_once_the_notification_is_sta
     assert outcome["state"] == "succeeded" and outcome["result"]["status"] == "expired"
     assert delivery(sent.pk).status == DeliveryStatus.EXPIRED
     assert live_push.apns.requests == []
+
+
+def test_a_job_whose_argument_is_not_a_delivery_id_ends_dead_with_the_reason(live_push: Any) -> None:
+    result = send_push.enqueue("not-a-uuid")
+    [outcome] = run_push()
+    assert outcome["state"] == "dead"
+    assert "'not-a-uuid' is not a delivery id" in outcome["error"]["message"]
+    assert str(result.id) == outcome["id"]
