@@ -135,6 +135,31 @@ JOBS = {
     "SCHEDULES": {},
 }
 
+# --- PUSH: push notifications (notifications/push) ---------------------------------------
+PUSH = {
+    # Dotted path of the backend: console (prints), locmem (an outbox in memory, for tests),
+    # or the real providers (iOS through APNs, Android through FCM).
+    "BACKEND": env.str("PUSH_BACKEND", default="notifications.push.providers.console.ConsoleBackend"),
+    # APNs: sandbox host by default; production is https://api.push.apple.com.
+    "APNS_BASE_URL": env.str("PUSH_APNS_BASE_URL", default="https://api.sandbox.push.apple.com"),
+    # Token-based auth: the team's .p8 signing key, its key id and the team id.
+    "APNS_KEY_FILE": env.str("PUSH_APNS_KEY_FILE", default=""),
+    "APNS_KEY_ID": env.str("PUSH_APNS_KEY_ID", default=""),
+    "APNS_TEAM_ID": env.str("PUSH_APNS_TEAM_ID", default=""),
+    # The app's bundle id (apns-topic) unless a device registered its own app_id.
+    "APNS_TOPIC": env.str("PUSH_APNS_TOPIC", default=""),
+    "FCM_BASE_URL": env.str("PUSH_FCM_BASE_URL", default="https://fcm.googleapis.com"),
+    # A service-account key (JSON): project id, signing key and token endpoint (token_uri).
+    "FCM_CREDENTIALS_FILE": env.str("PUSH_FCM_CREDENTIALS_FILE", default=""),
+    # A CA certificate (PEM) trusted in addition to the public roots; whatever
+    # SSL_CERT_FILE or REQUESTS_CA_BUNDLE say, only these are trusted.
+    "CA_BUNDLE": env.str("PUSH_CA_BUNDLE", default=""),
+    "CONNECT_TIMEOUT": env.float("PUSH_CONNECT_TIMEOUT", default=5.0),
+    "REQUEST_TIMEOUT": env.float("PUSH_REQUEST_TIMEOUT", default=10.0),
+    "MAX_ATTEMPTS": env.int("PUSH_MAX_ATTEMPTS", default=8),
+}
+# --- end of PUSH ----------------------------------------------------------------------------
+
 LOG_LEVEL = env.str("LOG_LEVEL", default="INFO")
 LOGGING = {
     "version": 1,
@@ -149,5 +174,7 @@ LOGGING = {
     "loggers": {
         "django.tasks": {"level": "WARNING"},
         "jobs": {"level": env.str("JOBS_LOG_LEVEL", default=LOG_LEVEL), "propagate": True},
+        # PUSH: httpx logs each request's URL at INFO, and APNs URLs carry device tokens.
+        "httpx": {"level": "WARNING"},
     },
 }

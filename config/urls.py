@@ -4,4 +4,5 @@ from django.urls import include, path
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/", include("jobs.urls")),
+    path("api/", include("notifications.push.urls")),
 ]

@@ -1,0 +1,37 @@
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db import connection
+
+from notifications.push import benchmark
+
+
+class Command(BaseCommand):
+    help = (
+        "Pushes per second to a no-op APNs on loopback, drained by runworker with 1 and 2 executor "
+        "processes (the push and job tables of this database are emptied)."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--runs", type=int, default=3)
+        parser.add_argument(
+            "--count", type=int, default=5_000, help="devices (one push each) per measurement"
+        )
+        parser.add_argument(
+            "--force", action="store_true", help="run even if the database name lacks 'bench'"
+        )
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        name = connection.settings_dict["NAME"]
+        if "bench" not in name and not options["force"]:
+            raise CommandError(
+                f"the push benchmark empties the job and push tables; database {name!r} does not look like "
+                "a benchmark database (use a *bench* database, or --force)"
+            )
+        if options["runs"] < 1 or options["count"] < 1:
+            raise CommandError("--runs and --count must be at least 1")
+        figures = benchmark.run(runs=options["runs"], count=options["count"], echo=self.stderr.write)
+        self.stdout.write(f"{'measure':<30}{'median':>12}   runs")
+        for key, value in benchmark.medians(figures).items():
+            runs = ", ".join(f"{v:,.0f}" for v in figures[key])
+            self.stdout.write(f"{key:<30}{value:>12,.0f}   {runs}")
