@@ -94,6 +94,7 @@ class Executor:
         # Ctrl-C reaches the whole process group; the supervisor decides what it means.
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         die_with_parent(self.supervisor_pid)
+        name_process(f"jobs-executor{self.index}")
         _keep_django_connections()
         lanes = self.feeder.lanes
         inline = InlineLane(self.ctx, lanes[INLINE]) if INLINE in lanes else None
@@ -127,6 +128,18 @@ def _keep_django_connections() -> None:
     a handler left broken is still closed after its job (close_old_connections)."""
     for conn in connections.all(initialized_only=False):
         conn.settings_dict["CONN_MAX_AGE"] = None
+
+
+def name_process(name: str) -> None:
+    """Give this process a name of its own in ps and top (the kernel keeps 15 bytes)."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        pr_set_name = 15
+        libc.prctl(pr_set_name, name.encode()[:15])
+    except OSError:
+        logger.debug("event=set_name_unavailable")
 
 
 def die_with_parent(supervisor_pid: int | None) -> None:

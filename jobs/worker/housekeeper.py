@@ -45,7 +45,7 @@ from . import registry
 from .attempt import policy_from_row
 from .config import WorkerConfig
 from .db import Connection, is_connection_lost
-from .executor import die_with_parent
+from .executor import die_with_parent, name_process
 from .slots import SlotTable
 
 logger = logging.getLogger("jobs.worker")
@@ -152,6 +152,7 @@ class Housekeeper:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         die_with_parent(os.getppid())
+        name_process("jobs-housekeep")
         self._db(lambda cursor: registry.register(cursor, self.worker_id, self.config), "register")
         while True:
             self._tick()

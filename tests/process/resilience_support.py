@@ -56,7 +56,12 @@ class WorkerProcess:
         return wait_until(matches, timeout=timeout, message=f"log line {pattern!r} x{count}\n{self.log()}")
 
     def executor_pids(self) -> list[int]:
-        return children_of(self.pid)
+        """The worker's executor processes (not its housekeeper)."""
+        return [pid for pid in children_of(self.pid) if process_name(pid).startswith("jobs-executor")]
+
+    def housekeeper_pid(self) -> int | None:
+        found = [pid for pid in children_of(self.pid) if process_name(pid) == "jobs-housekeep"]
+        return found[0] if found else None
 
     def signal(self, signum: int) -> None:
         os.kill(self.pid, signum)
@@ -109,6 +114,13 @@ def children_of(pid: int) -> list[int]:
             if int(fields[1]) == pid and fields[0] not in "ZX":
                 children.append(int(entry.name))
     return sorted(children)
+
+
+def process_name(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
 
 
 def is_alive(pid: int) -> bool:

@@ -130,7 +130,7 @@ def test_429_is_retried_after_the_retry_after_seconds(live_push: Any, user: Any)
     now = timezone.now()
     run_push(now=now)
     waiting = job(sent)
-    assert waiting.state == State.QUEUED
+    assert waiting.state == State.SCHEDULED
     assert waiting.run_at == now + timedelta(seconds=120)
     record = delivery(sent.pk)
     assert (record.status, record.http_status, record.reason) == (
@@ -153,10 +153,10 @@ def test_503_is_retried_with_backoff_and_the_device_kept(live_push: Any, user: A
     now = timezone.now()
     run_push(now=now)
     first = job(sent)
-    assert first.state == State.QUEUED and first.run_at > now
+    assert first.state == State.SCHEDULED and first.run_at > now
     run_push(now=first.run_at)
     second = job(sent)
-    assert second.state == State.QUEUED and second.attempt == 2
+    assert second.state == State.SCHEDULED and second.attempt == 2
     run_push(now=second.run_at)
     assert delivery(sent.pk).status == DeliveryStatus.DELIVERED
     phone.refresh_from_db()
@@ -188,7 +188,7 @@ def test_a_young_provider_token_is_not_replaced_before_twenty_minutes(live_push:
     run_push(now=now)
     waiting = job(sent)
     # Apple allows one new token per 20 minutes: the retry waits until one may be made.
-    assert waiting.state == State.QUEUED
+    assert waiting.state == State.SCHEDULED
     assert timedelta(minutes=19) < waiting.run_at - now <= timedelta(minutes=20)
     assert len(live_push.apns.requests) == 1
 
@@ -279,7 +279,7 @@ def test_push_connections_trust_push_ca_bundle_not_the_environment(
     run_push()
     record = delivery(sent.pk)
     assert record.status == DeliveryStatus.PENDING and "CERTIFICATE_VERIFY_FAILED" in record.reason
-    assert job(sent).state == State.QUEUED
+    assert job(sent).state == State.SCHEDULED
     assert live_push.apns.requests == []
 
 

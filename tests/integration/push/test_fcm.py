@@ -148,7 +148,7 @@ def test_unavailable_is_retried_with_backoff(live_push: Any, user: Any) -> None:
     now = timezone.now()
     run_push(now=now)
     waiting = job(sent)
-    assert waiting.state == State.QUEUED and waiting.run_at > now
+    assert waiting.state == State.SCHEDULED and waiting.run_at > now
     run_push(now=waiting.run_at)
     assert delivery(sent.pk).status == DeliveryStatus.DELIVERED
 
@@ -159,7 +159,7 @@ def test_a_token_endpoint_that_is_down_is_retried(live_push: Any, user: Any) -> 
     [sent] = services.notify_user(user=user, title="t", body="b")
     now = timezone.now()
     run_push(now=now)
-    assert job(sent).state == State.QUEUED
+    assert job(sent).state == State.SCHEDULED
     assert delivery(sent.pk).reason.startswith("access token:")
     assert live_push.fcm.requests == []
     live_push.fcm.token_endpoint_down = False
