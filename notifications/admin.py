@@ -1,0 +1,3 @@
+"""The notifications app's console pages, one module per channel."""
+
+from .email import admin as email_admin  # noqa: F401  (registers the delivery records)
