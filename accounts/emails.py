@@ -1,0 +1,121 @@
+"""The accounts app's emails: which one a signup job sends, its message key, its links.
+
+Links carry tokens, so they are made here when the message is rendered, inside the job
+that sends it; the job row holds only a user id and the delivery record only the key.
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth.tokens import default_token_generator
+from django.urls import reverse
+from django.utils.encoding import force_bytes
+from django.utils.http import urlsafe_base64_encode
+
+from notifications.email import delivery
+
+from .models import Account
+from .selectors import is_verified
+from .tokens import email_verification_token
+
+
+def send_signup_email(user: Any, *, job_id: uuid.UUID | str) -> dict[str, Any]:
+    """Send the email a signup (or a request for a new link) calls for, once per generation:
+    a verification link to an unverified account, or "you already have an account" to a
+    verified one. Both are decided here, when the job runs, so every caller enqueues the
+    same task whatever the address."""
+    account, _ = Account.objects.get_or_create(user=user, defaults={"email_verified_at": user.date_joined})
+    address = user.email.lower()
+    if is_verified(user=user):
+        record = delivery.prepare(
+            message_key=f"existing_account:{user.pk}:{address}:{account.email_generation}",
+            purpose="existing_account",
+            template="existing_account",
+            to=user.email,
+            user=user,
+        )
+        return delivery.send_once(
+            record,
+            job_id=job_id,
+            variables=lambda: {
+                "username": user.get_username(),
+                "login_link": site_link(reverse("accounts:login")),
+                "reset_link": site_link(reverse("accounts:password_reset")),
+            },
+        )
+    record = delivery.prepare(
+        message_key=f"verify_email:{user.pk}:{address}:{account.email_generation}",
+        purpose="verify_email",
+        template="verify_email",
+        to=user.email,
+        user=user,
+    )
+    return delivery.send_once(
+        record,
+        job_id=job_id,
+        variables=lambda: {
+            "username": user.get_username(),
+            "link": verification_link(user),
+            "valid_for": _duration(settings.ACCOUNTS_VERIFICATION_MAX_AGE),
+        },
+    )
+
+
+def send_password_reset_email(user: Any, *, job_id: uuid.UUID | str) -> dict[str, Any]:
+    """One reset email per request (its job): a replayed job does not send it again."""
+    record = delivery.prepare(
+        message_key=f"password_reset:{user.pk}:{user.email.lower()}:{job_id}",
+        purpose="password_reset",
+        template="password_reset",
+        to=user.email,
+        user=user,
+    )
+    return delivery.send_once(
+        record,
+        job_id=job_id,
+        variables=lambda: {
+            "username": user.get_username(),
+            "link": password_reset_link(user),
+            "valid_for": _duration(settings.PASSWORD_RESET_TIMEOUT),
+        },
+    )
+
+
+def verification_link(user: Any) -> str:
+    return site_link(
+        reverse(
+            "accounts:verify",
+            kwargs={"uidb64": _uid(user), "token": email_verification_token.make_token(user)},
+        )
+    )
+
+
+def password_reset_link(user: Any) -> str:
+    return site_link(
+        reverse(
+            "accounts:password_reset_confirm",
+            kwargs={"uidb64": _uid(user), "token": default_token_generator.make_token(user)},
+        )
+    )
+
+
+def site_link(path: str) -> str:
+    return f"{settings.SITE_URL}{path}"
+
+
+def _uid(user: Any) -> str:
+    return urlsafe_base64_encode(force_bytes(user.pk))
+
+
+def _duration(seconds: int) -> str:
+    if seconds % 86400 == 0:
+        days = seconds // 86400
+        return f"{days} day{'s' if days != 1 else ''}"
+    if seconds % 3600 == 0:
+        hours = seconds // 3600
+        return f"{hours} hour{'s' if hours != 1 else ''}"
+    minutes = max(1, seconds // 60)
+    return f"{minutes} minute{'s' if minutes != 1 else ''}"
