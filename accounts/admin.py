@@ -116,7 +116,8 @@ class ApiTokenAdmin(admin.ModelAdmin):
     def response_add(
         self, request: HttpRequest, obj: ApiToken, post_url_continue: str | None = None
     ) -> HttpResponse:
-        response = TemplateResponse(
+        # The admin's views are never cached (Cache-Control: no-store), this page included.
+        return TemplateResponse(
             request,
             "admin/accounts/apitoken/created.html",
             {
@@ -127,8 +128,6 @@ class ApiTokenAdmin(admin.ModelAdmin):
                 "title": "API token created",
             },
         )
-        response["Cache-Control"] = "no-store"
-        return response
 
     @admin.action(description="Revoke selected tokens")
     def revoke(self, request: HttpRequest, queryset: QuerySet[ApiToken]) -> None:
