@@ -192,20 +192,32 @@ AXES_CLIENT_IP_CALLABLE = "accounts.clientip.client_ip"
 # A username and its email address are the same account for the lockout.
 AXES_USERNAME_CALLABLE = "accounts.backends.lockout_username"
 
-# Email goes through Django's email framework. EMAIL_URL picks SMTP (smtp://, smtp+tls://,
-# smtp+ssl://, user and password in the URL) or the console; EMAIL_BACKEND, when set, wins,
-# e.g. an HTTP provider through django-anymail ("anymail.backends.postmark.EmailBackend"),
-# configured by ANYMAIL_* variables (ANYMAIL_POSTMARK_SERVER_TOKEN=..., see .env.example).
+# Email goes through Django's email framework (its default mailer). EMAIL_URL picks SMTP
+# (smtp://, smtp+tls://, smtp+ssl://, user and password in the URL) or the console;
+# EMAIL_BACKEND, when set, wins, e.g. an HTTP provider through django-anymail
+# ("anymail.backends.postmark.EmailBackend"), configured by ANYMAIL_* variables
+# (ANYMAIL_POSTMARK_SERVER_TOKEN=..., see .env.example).
+SMTP_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
 _email = env.email_url("EMAIL_URL", default="consolemail://")
-EMAIL_BACKEND = env.str("EMAIL_BACKEND", default=_email["EMAIL_BACKEND"])
-EMAIL_HOST = _email["EMAIL_HOST"] or "localhost"
-EMAIL_PORT = _email["EMAIL_PORT"] or 25
-EMAIL_HOST_USER = _email["EMAIL_HOST_USER"] or ""
-EMAIL_HOST_PASSWORD = _email["EMAIL_HOST_PASSWORD"] or ""
-EMAIL_USE_TLS = _email.get("EMAIL_USE_TLS", False)
-EMAIL_USE_SSL = _email.get("EMAIL_USE_SSL", False)
+_mailer_backend = env.str("EMAIL_BACKEND", default=_email["EMAIL_BACKEND"])
 # Every network call to a mail server or provider gives up after this many seconds.
-EMAIL_TIMEOUT = env.float("EMAIL_TIMEOUT", default=10.0)
+_email_timeout = env.float("EMAIL_TIMEOUT", default=10.0)
+MAILERS = {
+    "default": {
+        "BACKEND": _mailer_backend,
+        "OPTIONS": {
+            "host": _email["EMAIL_HOST"] or "localhost",
+            "port": _email["EMAIL_PORT"],
+            "username": _email["EMAIL_HOST_USER"] or "",
+            "password": _email["EMAIL_HOST_PASSWORD"] or "",
+            "use_tls": _email.get("EMAIL_USE_TLS", False),
+            "use_ssl": _email.get("EMAIL_USE_SSL", False),
+            "timeout": _email_timeout,
+        }
+        if _mailer_backend == SMTP_BACKEND
+        else {},
+    },
+}
 DEFAULT_FROM_EMAIL = env.str("DEFAULT_FROM_EMAIL", default="jobqueue <no-reply@localhost>")
 SERVER_EMAIL = DEFAULT_FROM_EMAIL
 ANYMAIL = {
@@ -213,7 +225,7 @@ ANYMAIL = {
     for name, value in os.environ.items()
     if name.startswith("ANYMAIL_") and name != "ANYMAIL_REQUESTS_TIMEOUT"
 }
-ANYMAIL["REQUESTS_TIMEOUT"] = EMAIL_TIMEOUT
+ANYMAIL["REQUESTS_TIMEOUT"] = _email_timeout
 # A delivery claimed by one attempt is left alone by others this long (seconds): longer than
 # any attempt may run (the send task's time limit), so only a crashed sender's claim lapses.
 NOTIFICATIONS_EMAIL_CLAIM_SECONDS = env.int("NOTIFICATIONS_EMAIL_CLAIM_SECONDS", default=120)

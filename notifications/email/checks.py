@@ -17,7 +17,8 @@ NOT_SENDING = {
 
 @register(Tags.security, deploy=True)
 def email_is_sent(app_configs: Any, **kwargs: Any) -> list[Warning]:
-    what = NOT_SENDING.get(settings.EMAIL_BACKEND)
+    backend = settings.MAILERS.get("default", {}).get("BACKEND", "")
+    what = NOT_SENDING.get(backend)
     if what is None:
         return []
     return [

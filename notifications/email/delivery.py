@@ -6,8 +6,8 @@ Every attempt at a message (a retry, a duplicate job, an operator's replay) goes
 1. ``claim``: one guarded UPDATE moves the record from ``pending`` (or from a ``sending``
    claim that has lapsed) to ``sending`` with ``claimed_until = now + claim time``. It
    commits at once, so any other attempt sees the claim. A record already ``sent`` or
-   ``failed`` is never sent again; one another attempt holds is checked again after its
-   claim runs out (the job snoozes, using no attempt).
+   ``failed`` is never sent again; while another attempt holds the claim, the job snoozes
+   (using no attempt) and looks again a few seconds later.
 2. The message is rendered (its links and tokens made now, never stored) and sent.
 3. ``sent`` with the provider's id, in one UPDATE fenced by this attempt's number.
 
@@ -45,6 +45,8 @@ from .models import DeliveryStatus, EmailDelivery
 
 logger = logging.getLogger("notifications.email")
 
+# How soon an attempt that finds another one sending the message looks again (seconds).
+BUSY_RECHECK_SECONDS = 5.0
 # Longest error text kept on the record.
 MAX_ERROR_LENGTH = 2000
 
@@ -174,6 +176,7 @@ def _not_claimed(delivery: EmailDelivery) -> dict[str, Any]:
         }
     if delivery.status == DeliveryStatus.FAILED:
         raise Discard(f"email permanently refused earlier: {delivery.error}")
-    # Another attempt is sending it now: look again once its claim has run out.
+    # Another attempt is sending it now. It usually finishes within a second or two, so look
+    # again soon (a snooze uses no attempt), and at the latest when its claim runs out.
     remaining = (delivery.claimed_until - timezone.now()).total_seconds() if delivery.claimed_until else 1
-    raise Snooze(max(1.0, remaining))
+    raise Snooze(min(max(1.0, remaining), BUSY_RECHECK_SECONDS))

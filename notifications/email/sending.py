@@ -1,7 +1,8 @@
 """Sending one message through Django's email framework, and what a provider's error means.
 
-SMTP (Django's backend, EMAIL_TIMEOUT on every socket call) and HTTP providers through
-django-anymail (ANYMAIL["REQUESTS_TIMEOUT"]) both land here. The result is the provider's
+Django's default mailer (settings.MAILERS["default"]) does the sending: SMTP (EMAIL_TIMEOUT
+on every socket call) or an HTTP provider through django-anymail (the same timeout, as
+ANYMAIL["REQUESTS_TIMEOUT"]). The result is the provider's
 message id; the errors are sorted into three kinds for delivery.py:
 
 * PermanentFailure: sending again cannot help (SMTP 5xx for the recipient or the content,
@@ -20,7 +21,7 @@ from collections.abc import Mapping
 
 from anymail.exceptions import AnymailAPIError, AnymailInvalidAddress, AnymailRecipientsRefused
 from django.conf import settings
-from django.core.mail import EmailMultiAlternatives, get_connection
+from django.core.mail import EmailMultiAlternatives, mailers
 from django.utils import timezone
 
 from ..exceptions import PermanentFailure, ProviderBusy
@@ -51,10 +52,8 @@ def message_id(message_key: str) -> str:
 
 def send(message: EmailMultiAlternatives) -> str:
     """Send ``message``; return the provider's message id (for SMTP, our Message-ID)."""
-    # SMTP and anymail's backends both take the timeout; the others ignore it.
-    message.connection = get_connection(fail_silently=False, timeout=settings.EMAIL_TIMEOUT)
     try:
-        message.send()
+        mailers.default.send_messages([message])
     except smtplib.SMTPRecipientsRefused as exc:
         codes = [code for code, _ in exc.recipients.values()]
         if codes and all(code >= 500 for code in codes):
