@@ -30,7 +30,7 @@ class _Handler:
 
     async def handle_RCPT(self, server: Any, session: Any, envelope: Any, address: str, options: Any) -> str:
         if address.lower() in self.sink.refused:
-            return "550 5.1.1 <%s>: mailbox unavailable" % address
+            return f"550 5.1.1 <{address}>: mailbox unavailable"
         envelope.rcpt_tos.append(address)
         return "250 OK"
 

@@ -68,7 +68,9 @@ def test_a_second_user_with_the_same_address_is_refused_on_the_form(admin_client
 
 def test_a_new_api_token_is_shown_once_and_stored_hashed(admin_client) -> None:
     owner = User.objects.create_user("billing", "billing@example.com")
-    response = admin_client.post("/admin/accounts/apitoken/add/", {"user": owner.pk, "name": "billing service"})
+    response = admin_client.post(
+        "/admin/accounts/apitoken/add/", {"user": owner.pk, "name": "billing service"}
+    )
     assert response.status_code == 200 and "no-store" in response["Cache-Control"]
     page = response.content.decode()
     assert "will not be shown again" in page
@@ -79,7 +81,9 @@ def test_a_new_api_token_is_shown_once_and_stored_hashed(admin_client) -> None:
     assert token not in admin_client.get("/admin/accounts/apitoken/").content.decode()
     assert LogEntry.objects.filter(object_id=str(row.pk)).exists()
     # It works.
-    status = Client().post("/api/jobs/email", "{}", content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {token}")
+    status = Client().post(
+        "/api/jobs/email", "{}", content_type="application/json", HTTP_AUTHORIZATION=f"Bearer {token}"
+    )
     assert status.status_code == 400
 
 

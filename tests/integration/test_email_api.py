@@ -33,7 +33,9 @@ def token() -> str:
 
 def send(body: object, *, token: str | None = None, client: Client | None = None):  # type: ignore[no-untyped-def]
     headers = {"HTTP_AUTHORIZATION": f"Bearer {token}"} if token else {}
-    return (client or Client()).post("/api/jobs/email", json.dumps(body), content_type="application/json", **headers)
+    return (client or Client()).post(
+        "/api/jobs/email", json.dumps(body), content_type="application/json", **headers
+    )
 
 
 def test_a_token_holder_queues_an_email_and_sees_its_job(token, smtp_settings) -> None:
@@ -95,7 +97,9 @@ def test_a_staff_session_may_send_with_its_csrf_token_and_others_get_403() -> No
     assert no_csrf.status_code == 403 and "CSRF" in no_csrf.json()["error"]
     client.get("/")  # a page with a form sets the csrftoken cookie
     csrf = client.cookies["csrftoken"].value
-    ok = client.post("/api/jobs/email", json.dumps(WELCOME), content_type="application/json", HTTP_X_CSRFTOKEN=csrf)
+    ok = client.post(
+        "/api/jobs/email", json.dumps(WELCOME), content_type="application/json", HTTP_X_CSRFTOKEN=csrf
+    )
     assert ok.status_code == 202
     assert Job.objects.get(id=ok.json()["job_id"]).owner == f"auth.user:{staff.pk}"
 
@@ -108,7 +112,11 @@ def test_a_staff_session_may_send_with_its_csrf_token_and_others_get_403() -> No
         ({**WELCOME, "template": "verify_email"}, "template", "must be one of: order_receipt, welcome"),
         ({**WELCOME, "template": "../../etc/passwd"}, "template", "must be one of"),
         ({**WELCOME, "variables": {}}, "variables.name", "required"),
-        ({**WELCOME, "variables": {"name": "Ann", "link": "http://evil"}}, "variables.link", "no such variable"),
+        (
+            {**WELCOME, "variables": {"name": "Ann", "link": "http://evil"}},
+            "variables.link",
+            "no such variable",
+        ),
         ({**WELCOME, "variables": {"name": {"nested": 1}}}, "variables.name", "string or a number"),
         ({**WELCOME, "variables": {"name": "a\r\nBcc: x@y"}}, "variables.name", "one line"),
         ({**WELCOME, "variables": {"name": "x" * 201}}, "variables.name", "at most 200"),
@@ -140,7 +148,9 @@ def test_a_message_key_used_again_gets_409_with_the_first_job(token) -> None:
     assert Job.objects.count() == 1 and EmailDelivery.objects.count() == 1
 
 
-def test_a_message_key_still_gets_409_after_its_job_finished_and_not_after_the_window(token, smtp_settings) -> None:
+def test_a_message_key_still_gets_409_after_its_job_finished_and_not_after_the_window(
+    token, smtp_settings
+) -> None:
     first = send({**WELCOME, "message_key": "k1"}, token=token).json()["job_id"]
     run_email_jobs()
     assert Job.objects.get(id=first).state == "succeeded"

@@ -29,7 +29,9 @@ def test_smtp_down_then_up_is_retried_with_backoff_and_sent_once(smtp_settings) 
     assert first["state"] == "queued"  # a retry, with the task's backoff
     job = Job.objects.get(id=job_id)
     assert job.attempt == 1 and job.run_at > timezone.now() + timedelta(seconds=20)
-    assert "Connection refused" in job.last_error and job.errors[0]["exception"].endswith("ConnectionRefusedError")
+    assert "Connection refused" in job.last_error and job.errors[0]["exception"].endswith(
+        "ConnectionRefusedError"
+    )
     delivery = EmailDelivery.objects.get()
     assert delivery.status == DeliveryStatus.PENDING and delivery.attempts == 1
     assert "ConnectionRefused" in delivery.error
@@ -97,7 +99,11 @@ def test_a_permanent_refusal_ends_the_job_dead_with_the_reason(smtp_settings) ->
 
 def test_a_claim_held_by_a_live_sender_is_left_alone_and_a_lapsed_one_is_sent(smtp_settings) -> None:
     delivery = prepare(
-        message_key="test:1", purpose="api", template="welcome", to="eve@example.com", variables={"name": "Eve"}
+        message_key="test:1",
+        purpose="api",
+        template="welcome",
+        to="eve@example.com",
+        variables={"name": "Eve"},
     )
     assert claim(delivery, job_id=None) == 1  # another attempt holds it and is sending now
     from jobs.exceptions import Snooze

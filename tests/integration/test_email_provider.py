@@ -28,9 +28,11 @@ class FakePostmark:
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - http.server's name
+            def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                fake.requests.append({"path": self.path, "token": self.headers["X-Postmark-Server-Token"], **body})
+                fake.requests.append(
+                    {"path": self.path, "token": self.headers["X-Postmark-Server-Token"], **body}
+                )
                 status, reply, headers = (
                     fake.replies.pop(0)
                     if fake.replies
@@ -60,7 +62,11 @@ def postmark() -> Iterator[FakePostmark]:
     fake.thread.start()
     with override_settings(
         MAILERS={"default": {"BACKEND": "anymail.backends.postmark.EmailBackend"}},
-        ANYMAIL={"POSTMARK_SERVER_TOKEN": "server-token", "POSTMARK_API_URL": fake.url, "REQUESTS_TIMEOUT": 5},
+        ANYMAIL={
+            "POSTMARK_SERVER_TOKEN": "server-token",
+            "POSTMARK_API_URL": fake.url,
+            "REQUESTS_TIMEOUT": 5,
+        },
     ):
         yield fake
     fake.server.shutdown()
@@ -102,7 +108,9 @@ def test_an_inactive_recipient_is_a_permanent_refusal(postmark) -> None:
 
 
 def test_a_busy_provider_is_retried_after_its_retry_after(postmark) -> None:
-    postmark.replies.append((429, {"ErrorCode": 429, "Message": "Rate limit exceeded"}, {"Retry-After": "42"}))
+    postmark.replies.append(
+        (429, {"ErrorCode": 429, "Message": "Rate limit exceeded"}, {"Retry-After": "42"})
+    )
     with pytest.raises(Retry) as raised:
         send_once(welcome(), job_id=None)
     assert raised.value.after == 42.0
@@ -124,9 +132,8 @@ def test_a_provider_error_is_raised_for_the_jobs_backoff(postmark) -> None:
 def test_an_unreachable_provider_is_raised_for_the_jobs_backoff(postmark) -> None:
     from anymail.exceptions import AnymailAPIError
 
-    with override_settings(ANYMAIL={"POSTMARK_SERVER_TOKEN": "t", "POSTMARK_API_URL": "http://127.0.0.1:9/",
-                                    "REQUESTS_TIMEOUT": 2}):  # fmt: skip
-        with pytest.raises(AnymailAPIError):
-            send_once(welcome(), job_id=None)
+    nowhere = {"POSTMARK_SERVER_TOKEN": "t", "POSTMARK_API_URL": "http://127.0.0.1:9/", "REQUESTS_TIMEOUT": 2}
+    with override_settings(ANYMAIL=nowhere), pytest.raises(AnymailAPIError):
+        send_once(welcome(), job_id=None)
     delivery = EmailDelivery.objects.get()
     assert delivery.status == DeliveryStatus.PENDING and delivery.error

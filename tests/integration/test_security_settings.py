@@ -51,7 +51,9 @@ def test_check_deploy_is_clean_with_the_documented_production_settings() -> None
 
 @pytest.mark.django_db
 def test_check_deploy_warns_about_the_development_defaults() -> None:
-    result = run("check", "--deploy", "--fail-level", "WARNING", DEBUG="false", SECRET_KEY=secrets.token_urlsafe(50))
+    result = run(
+        "check", "--deploy", "--fail-level", "WARNING", DEBUG="false", SECRET_KEY=secrets.token_urlsafe(50)
+    )
     assert result.returncode != 0
     for check in ("security.W004", "security.W008", "security.W012", "security.W016", "notifications.W001"):
         assert check in result.stdout

@@ -42,7 +42,9 @@ def test_new_and_existing_addresses_get_the_same_answer_and_the_same_job_view() 
     assert User.objects.get(username="bo").account.email_verified_at is None
 
     def shape(view: dict[str, object]) -> dict[str, object]:
-        return {key: value for key, value in view.items() if key not in ("id", "trace_id") and "_at" not in key}
+        return {
+            key: value for key, value in view.items() if key not in ("id", "trace_id") and "_at" not in key
+        }
 
     assert shape(status_view(new.json()["job_id"])) == shape(status_view(old.json()["job_id"]))
     assert "result" not in status_view(new.json()["job_id"])  # a public job shows its bare status
@@ -69,7 +71,9 @@ def test_invalid_input_gets_400_with_field_errors_and_creates_nothing() -> None:
         ("email=a@b.c", "application/x-www-form-urlencoded", "Content-Type: application/json"),
     ],
 )
-def test_a_body_that_is_not_a_json_object_gets_400_saying_so(body: str, content_type: str, message: str) -> None:
+def test_a_body_that_is_not_a_json_object_gets_400_saying_so(
+    body: str, content_type: str, message: str
+) -> None:
     response = Client().post("/api/signup", body, content_type=content_type)
     assert response.status_code == 400 and message in response.json()["error"]
 
@@ -95,7 +99,9 @@ def test_resend_answers_alike_and_cools_down_per_address_and_per_ip(settings) ->
     # Another address from the same IP: the IP's cooldown. Unknown addresses cool down too.
     same_ip = post(Client(), "/api/signup/resend", {"email": "dee@example.com"}, REMOTE_ADDR="10.0.0.1")
     assert same_ip.status_code == 429 and 0 < int(same_ip["Retry-After"]) <= 20
-    unknown_again = post(Client(), "/api/signup/resend", {"email": "nobody@example.com"}, REMOTE_ADDR="10.0.0.4")
+    unknown_again = post(
+        Client(), "/api/signup/resend", {"email": "nobody@example.com"}, REMOTE_ADDR="10.0.0.4"
+    )
     assert unknown_again.status_code == 429
     # A refused request changed nothing.
     assert Account.objects.get(pk=user.pk).email_generation == 2

@@ -50,7 +50,14 @@ def web_server(tmp_path: Path, name: str) -> Iterator[str]:
     port = free_port()
     log = (tmp_path / f"{name}.log").open("w")
     process = subprocess.Popen(
-        [str(ROOT / ".venv" / "bin" / "gunicorn"), "config.wsgi", "--bind", f"127.0.0.1:{port}", "--workers", "1"],
+        [
+            str(ROOT / ".venv" / "bin" / "gunicorn"),
+            "config.wsgi",
+            "--bind",
+            f"127.0.0.1:{port}",
+            "--workers",
+            "1",
+        ],
         cwd=ROOT,
         env=subprocess_env(),
         stdout=log,
