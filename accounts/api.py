@@ -11,6 +11,8 @@ site does not grant).
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
@@ -25,10 +27,9 @@ from .jsonapi import BadBody, error, field_errors, read_json, too_many
 @csrf_exempt
 @require_POST
 def signup(request: HttpRequest) -> JsonResponse:
-    try:
-        body = read_json(request)
-    except BadBody as exc:
-        return error(400, str(exc))
+    body = _body(request)
+    if isinstance(body, JsonResponse):
+        return body
     password = body.get("password")
     form = SignupForm(
         data={
@@ -50,10 +51,9 @@ def signup(request: HttpRequest) -> JsonResponse:
 @csrf_exempt
 @require_POST
 def resend(request: HttpRequest) -> JsonResponse:
-    try:
-        body = read_json(request)
-    except BadBody as exc:
-        return error(400, str(exc))
+    body = _body(request)
+    if isinstance(body, JsonResponse):
+        return body
     form = ResendForm(data={"email": body.get("email")})
     if not form.is_valid():
         return field_errors(_api_field_names(form.errors.get_json_data()))
@@ -62,6 +62,13 @@ def resend(request: HttpRequest) -> JsonResponse:
     except CooldownActive as exc:
         return too_many(exc.retry_after)
     return _queued(job_id)
+
+
+def _body(request: HttpRequest) -> dict[str, Any] | JsonResponse:
+    try:
+        return read_json(request)
+    except BadBody as exc:
+        return error(400, str(exc))
 
 
 def _queued(job_id: str) -> JsonResponse:

@@ -9,15 +9,14 @@ class AccountsConfig(AppConfig):
         from jobs.models import Catchup, Overlap
         from jobs.scheduler import ScheduleSpec, declare
 
+        housekeeping = {"catchup": Catchup.LATEST, "overlap": Overlap.SKIP, "priority": -50}
         # Frees addresses held by signups that were never verified (a mistyped address).
         declare(
             ScheduleSpec(
                 name="accounts.delete_unverified_signups",
                 task="accounts.tasks.delete_unverified_signups",
                 cron="*/30 * * * *",
-                catchup=Catchup.LATEST,
-                overlap=Overlap.SKIP,
-                priority=-50,
+                **housekeeping,
             )
         )
         declare(
@@ -25,8 +24,6 @@ class AccountsConfig(AppConfig):
                 name="accounts.prune_cooldowns",
                 task="accounts.tasks.prune_cooldowns",
                 cron="7 * * * *",
-                catchup=Catchup.LATEST,
-                overlap=Overlap.SKIP,
-                priority=-50,
+                **housekeeping,
             )
         )

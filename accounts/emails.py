@@ -7,6 +7,7 @@ that sends it; the job row holds only a user id and the delivery record only the
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
@@ -29,36 +30,23 @@ def send_signup_email(user: Any, *, job_id: uuid.UUID | str) -> dict[str, Any]:
     verified one. Both are decided here, when the job runs, so every caller enqueues the
     same task whatever the address."""
     account, _ = Account.objects.get_or_create(user=user, defaults={"email_verified_at": user.date_joined})
-    address = user.email.lower()
     if is_verified(user=user):
-        record = delivery.prepare(
-            message_key=f"existing_account:{user.pk}:{address}:{account.email_generation}",
+        return _send_once(
+            user,
             purpose="existing_account",
-            template="existing_account",
-            to=user.email,
-            user=user,
-        )
-        return delivery.send_once(
-            record,
+            generation=account.email_generation,
             job_id=job_id,
             variables=lambda: {
-                "username": user.get_username(),
                 "login_link": site_link(reverse("accounts:login")),
                 "reset_link": site_link(reverse("accounts:password_reset")),
             },
         )
-    record = delivery.prepare(
-        message_key=f"verify_email:{user.pk}:{address}:{account.email_generation}",
+    return _send_once(
+        user,
         purpose="verify_email",
-        template="verify_email",
-        to=user.email,
-        user=user,
-    )
-    return delivery.send_once(
-        record,
+        generation=account.email_generation,
         job_id=job_id,
         variables=lambda: {
-            "username": user.get_username(),
             "link": verification_link(user),
             "valid_for": in_words(settings.ACCOUNTS_VERIFICATION_MAX_AGE),
         },
@@ -67,21 +55,37 @@ def send_signup_email(user: Any, *, job_id: uuid.UUID | str) -> dict[str, Any]:
 
 def send_password_reset_email(user: Any, *, job_id: uuid.UUID | str) -> dict[str, Any]:
     """One reset email per request (its job): a replayed job does not send it again."""
-    record = delivery.prepare(
-        message_key=f"password_reset:{user.pk}:{user.email.lower()}:{job_id}",
+    return _send_once(
+        user,
         purpose="password_reset",
-        template="password_reset",
+        generation=job_id,
+        job_id=job_id,
+        variables=lambda: {
+            "link": password_reset_link(user),
+            "valid_for": in_words(settings.PASSWORD_RESET_TIMEOUT),
+        },
+    )
+
+
+def _send_once(
+    user: Any,
+    *,
+    purpose: str,
+    generation: object,
+    job_id: uuid.UUID | str,
+    variables: Callable[[], dict[str, Any]],
+) -> dict[str, Any]:
+    """The ``purpose`` email (its template has the same name) to the user's current address,
+    keyed by user, address and ``generation``: sent once however often it is asked for."""
+    record = delivery.prepare(
+        message_key=f"{purpose}:{user.pk}:{user.email.lower()}:{generation}",
+        purpose=purpose,
+        template=purpose,
         to=user.email,
         user=user,
     )
     return delivery.send_once(
-        record,
-        job_id=job_id,
-        variables=lambda: {
-            "username": user.get_username(),
-            "link": password_reset_link(user),
-            "valid_for": in_words(settings.PASSWORD_RESET_TIMEOUT),
-        },
+        record, job_id=job_id, variables=lambda: {"username": user.get_username(), **variables()}
     )
 
 
