@@ -190,10 +190,13 @@ def test_expired_never_verified_signups_are_deleted_by_a_declared_schedule(setti
 
     from django.utils import timezone
 
-    from jobs.scheduler.declared import declared_specs
+    from jobs.models import Schedule
+    from jobs.scheduler.declared import declared_specs, sync_declared
 
     specs, _ = declared_specs()
     assert specs["accounts.delete_unverified_signups"].task == "accounts.tasks.delete_unverified_signups"
+    assert sync_declared() == {}  # valid: the scheduler writes them
+    assert Schedule.objects.filter(name__startswith="accounts.", enabled=True).count() == 2
 
     old = unverified_user(username="old", email="old@example.com")
     Account.objects.filter(pk=old.pk).update(link_requested_at=timezone.now() - timedelta(days=4))
