@@ -65,7 +65,7 @@ def web_server(tmp_path: Path, name: str) -> Iterator[str]:
     )
     url = f"http://127.0.0.1:{port}"
     try:
-        wait_until(lambda: _answers(url), timeout=30, message=f"gunicorn {name} on {url}")
+        wait_until(lambda: _answers(url), timeout=60, message=f"gunicorn {name} on {url}")
         yield url
     finally:
         process.send_signal(signal.SIGTERM)
@@ -79,9 +79,9 @@ def web_server(tmp_path: Path, name: str) -> Iterator[str]:
 
 def _answers(url: str) -> bool:
     try:
-        with urllib.request.urlopen(f"{url}/", timeout=2):  # noqa: S310 - our own loopback server
+        with urllib.request.urlopen(f"{url}/", timeout=5):  # noqa: S310 - our own loopback server
             return True
-    except (urllib.error.URLError, ConnectionError):
+    except OSError:  # refused while starting, or a slow first request (URLError, TimeoutError)
         return False
 
 
