@@ -12,6 +12,8 @@ urlpatterns = [
     path("logout/", views.LogoutView.as_view(), name="logout"),
     path("password/reset/", views.PasswordResetView.as_view(), name="password_reset"),
     path("password/reset/sent/", views.PasswordResetDoneView.as_view(), name="password_reset_done"),
+    # The emailed link (?u=...&t=...), then Django's .../set-password/ page.
+    path("password/reset/confirm/", views.PasswordResetConfirmView.as_view(), name="password_reset_link"),
     path(
         "password/reset/<uidb64>/<token>/",
         views.PasswordResetConfirmView.as_view(),

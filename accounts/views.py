@@ -3,6 +3,8 @@ login, logout and password-reset views with our forms and templates."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib import messages
 from django.contrib.auth import views as auth_views
 from django.http import HttpRequest, HttpResponse
@@ -106,9 +108,24 @@ class PasswordResetDoneView(auth_views.PasswordResetDoneView):
 
 
 class PasswordResetConfirmView(auth_views.PasswordResetConfirmView):
+    """Django's confirm view, also at the emailed link ``/accounts/password/reset/confirm/
+    ?u=...&t=...``: a good token goes into the session and the browser on to Django's
+    ``.../set-password/`` page, as Django does, so no URL path ever holds it (paths are what
+    request and access logs record)."""
+
     form_class = ResetPasswordForm
     template_name = "accounts/password_reset_confirm.html"
     success_url = reverse_lazy("accounts:password_reset_complete")
+
+    def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        if "token" not in kwargs:
+            uidb64, token = request.GET.get("u", ""), request.GET.get("t", "")
+            user = self.get_user(uidb64)
+            if user is not None and self.token_generator.check_token(user, token):
+                request.session[auth_views.INTERNAL_RESET_SESSION_TOKEN] = token
+                return redirect("accounts:password_reset_confirm", uidb64=uidb64, token=self.reset_url_token)
+            kwargs = {"uidb64": uidb64, "token": ""}  # Django's "link does not work" page
+        return super().dispatch(request, *args, **kwargs)
 
 
 class PasswordResetCompleteView(auth_views.PasswordResetCompleteView):

@@ -3,6 +3,8 @@ the site and the admin: per account and per IP, with a clear message."""
 
 from __future__ import annotations
 
+from urllib.parse import parse_qsl, urlsplit
+
 import pytest
 from axes.models import AccessAttempt
 from django.contrib.auth import get_user_model
@@ -97,11 +99,14 @@ def test_password_reset_is_sent_by_a_job_and_the_link_sets_a_new_password(smtp_s
     run_email_jobs()
     [message] = smtp_settings.wait_for("eve@example.com")
     assert message["Subject"] == "Reset your jobqueue password"
-    path = link_in(message, "/accounts/password/reset/").removeprefix("http://127.0.0.1:8000")
+    path = link_in(message, "/accounts/password/reset/confirm/?").removeprefix("http://127.0.0.1:8000")
 
     client = Client()
     form = client.get(path, follow=True)
     assert "Choose a new password" in form.content.decode()
+    # On to Django's set-password page: the token is in no URL path (what logs record).
+    token = dict(parse_qsl(urlsplit(path).query))["t"]
+    assert form.redirect_chain[-1][0].endswith("/set-password/") and token not in form.redirect_chain[-1][0]
     new = "another-long-passphrase-77"
     set_password = client.post(form.redirect_chain[-1][0], {"new_password1": new, "new_password2": new})
     assert set_password["Location"] == reverse("accounts:password_reset_complete")
@@ -117,6 +122,14 @@ def test_reset_emails_for_one_address_are_spaced_by_the_cooldown() -> None:
     for _ in range(3):
         Client().post(reverse("accounts:password_reset"), {"email": "fay@example.com"})
     assert Job.objects.filter(task_path="accounts.tasks.send_password_reset_email").count() == 1
+
+
+def test_a_reset_link_without_a_good_token_does_not_work() -> None:
+    fay = verified_user(username="fay", email="fay@example.com")
+    uid = urlsafe_base64_encode(force_bytes(fay.pk))
+    for query in ("", f"?u={uid}", f"?u={uid}&t=1-2", "?u=!!&t=x"):
+        page = Client().get(f"/accounts/password/reset/confirm/{query}", follow=True)
+        assert "This link does not work" in page.content.decode()
 
 
 def test_a_reset_link_for_another_user_does_not_work() -> None:
