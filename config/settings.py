@@ -1,8 +1,13 @@
 """Settings. Every knob is an environment variable with a safe default (see .env.example)."""
 
+import os
+from datetime import timedelta
 from pathlib import Path
 
 import environ
+from django.core.exceptions import ImproperlyConfigured
+
+from config.security import secret_key_problem
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -10,7 +15,16 @@ env = environ.Env()
 environ.Env.read_env(BASE_DIR / ".env", overwrite=False)
 
 DEBUG = env.bool("DEBUG", default=False)
-SECRET_KEY = env.str("SECRET_KEY", default="dev-only-insecure-key-change-me")
+# The built-in key is only for DEBUG=true; with DEBUG off the site refuses it (see the
+# "Accounts, email and the public site's security" section below).
+DEV_SECRET_KEY = "dev-only-insecure-key-change-me"
+# Without SECRET_KEY in the environment or .env, the key scripts/run made for this checkout
+# (SECRET_KEY_FILE, default .secret-key), so that ./manage.py commands sign what the running
+# site verifies.
+_checkout_key = Path(env.str("SECRET_KEY_FILE", default=str(BASE_DIR / ".secret-key")))
+SECRET_KEY = env.str(
+    "SECRET_KEY", default=_checkout_key.read_text().strip() if _checkout_key.exists() else DEV_SECRET_KEY
+)
 ALLOWED_HOSTS = env.list("ALLOWED_HOSTS", default=["localhost", "127.0.0.1", "[::1]"])
 
 INSTALLED_APPS = [
@@ -21,6 +35,7 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "django.contrib.postgres",
+    "axes",
     "jobs",
     "accounts",
     "notifications",
@@ -35,6 +50,10 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # API requests with "Authorization: Bearer <token>" act as the token's user.
+    "accounts.authentication.BearerTokenMiddleware",
+    # Last, as django-axes asks: it turns a locked-out login into its lockout page.
+    "axes.middleware.AxesMiddleware",
 ]
 
 ROOT_URLCONF = "config.urls"
@@ -73,6 +92,7 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
+STATICFILES_DIRS = [BASE_DIR / "static"]
 
 # --- The job queue --------------------------------------------------------------------
 JOBS_QUEUES = env.list("JOBS_QUEUES", default=["default", "email", "push", "low"])
@@ -135,6 +155,118 @@ JOBS = {
     "SCHEDULES": {},
 }
 
+# --- Accounts, email and the public site's security -------------------------------------
+# A public site must not sign sessions and links with a known key: with DEBUG off, refuse to
+# start at all (web, worker and every manage.py command) rather than serve with it.
+if not DEBUG and (_problem := secret_key_problem(SECRET_KEY, development_key=DEV_SECRET_KEY)):
+    raise ImproperlyConfigured(
+        f"{_problem}. With DEBUG=false, set SECRET_KEY to 50+ random characters (for example "
+        "`python -c 'import secrets; print(secrets.token_urlsafe(50))'`), or set DEBUG=true "
+        "for local development."
+    )
+
+# Jobs build the links in emails without a request, so they need the site's own address.
+SITE_URL = env.str("SITE_URL", default="http://127.0.0.1:8000").rstrip("/")
+SITE_NAME = env.str("SITE_NAME", default="jobqueue")
+
+AUTHENTICATION_BACKENDS = [
+    # First, so a locked-out username or address is refused before any password is checked.
+    "axes.backends.AxesStandaloneBackend",
+    # Username or email address; accounts whose address is not verified cannot log in.
+    "accounts.backends.VerifiedAccountBackend",
+]
+LOGIN_URL = "accounts:login"
+LOGIN_REDIRECT_URL = "home"
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+# Password-reset links stay valid this long (seconds); they also die once used.
+PASSWORD_RESET_TIMEOUT = env.int("PASSWORD_RESET_TIMEOUT", default=3600)
+
+# Verification links stay valid this long (seconds); never-verified signups older than this
+# (since their last link) are deleted by the accounts.delete_unverified_signups schedule.
+ACCOUNTS_VERIFICATION_MAX_AGE = env.int("ACCOUNTS_VERIFICATION_MAX_AGE", default=3 * 86400)
+# "Send me a new link" (and password-reset emails): at most one per address per this many
+# seconds, and one per client IP per the other; shared by every process through the database.
+ACCOUNTS_RESEND_COOLDOWN_ADDRESS = env.int("ACCOUNTS_RESEND_COOLDOWN_ADDRESS", default=120)
+ACCOUNTS_RESEND_COOLDOWN_IP = env.int("ACCOUNTS_RESEND_COOLDOWN_IP", default=20)
+# Reverse proxies in front of the site that append the client's address to X-Forwarded-For.
+# 0: the client is REMOTE_ADDR (no proxy, or one that overwrites REMOTE_ADDR itself).
+CLIENT_IP_PROXY_COUNT = env.int("CLIENT_IP_PROXY_COUNT", default=0)
+
+# Login throttling (django-axes) for the site and the admin: after AXES_FAILURE_LIMIT wrong
+# passwords for one account, or from one IP, that account or IP is locked out for the
+# cool-off time. Per account as well as per IP, so spreading guesses over addresses does not
+# help; the price is that someone can lock a known username out for the cool-off time.
+AXES_FAILURE_LIMIT = env.int("AXES_FAILURE_LIMIT", default=5)
+AXES_COOLOFF_TIME = timedelta(seconds=env.int("AXES_COOLOFF_SECONDS", default=900))
+AXES_LOCKOUT_PARAMETERS = ["ip_address", "username"]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_TEMPLATE = "accounts/locked_out.html"
+AXES_CLIENT_IP_CALLABLE = "accounts.clientip.client_ip"
+# A username and its email address are the same account for the lockout.
+AXES_USERNAME_CALLABLE = "accounts.backends.lockout_username"
+
+# Email goes through Django's email framework (its default mailer). EMAIL_URL picks SMTP
+# (smtp://, smtp+tls://, smtp+ssl://, user and password in the URL) or the console;
+# EMAIL_BACKEND, when set, wins, e.g. an HTTP provider through django-anymail
+# ("anymail.backends.postmark.EmailBackend"), configured by ANYMAIL_* variables
+# (ANYMAIL_POSTMARK_SERVER_TOKEN=..., see .env.example).
+SMTP_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
+_email = env.email_url("EMAIL_URL", default="consolemail://")
+_mailer_backend = env.str("EMAIL_BACKEND", default=_email["EMAIL_BACKEND"])
+# Every network call to a mail server or provider gives up after this many seconds.
+_email_timeout = env.float("EMAIL_TIMEOUT", default=10.0)
+MAILERS = {
+    "default": {
+        "BACKEND": _mailer_backend,
+        "OPTIONS": {
+            "host": _email["EMAIL_HOST"] or "localhost",
+            "port": _email["EMAIL_PORT"],
+            "username": _email["EMAIL_HOST_USER"] or "",
+            "password": _email["EMAIL_HOST_PASSWORD"] or "",
+            "use_tls": _email.get("EMAIL_USE_TLS", False),
+            "use_ssl": _email.get("EMAIL_USE_SSL", False),
+            "timeout": _email_timeout,
+        }
+        if _mailer_backend == SMTP_BACKEND
+        else {},
+    },
+}
+DEFAULT_FROM_EMAIL = env.str("DEFAULT_FROM_EMAIL", default="jobqueue <no-reply@localhost>")
+SERVER_EMAIL = DEFAULT_FROM_EMAIL
+ANYMAIL = {
+    name.removeprefix("ANYMAIL_"): value
+    for name, value in os.environ.items()
+    if name.startswith("ANYMAIL_") and name != "ANYMAIL_REQUESTS_TIMEOUT"
+}
+ANYMAIL["REQUESTS_TIMEOUT"] = _email_timeout
+# A delivery claimed by one attempt is left alone by others this long (seconds): longer than
+# any attempt may run (the send task's time limit), so only a crashed sender's claim lapses.
+NOTIFICATIONS_EMAIL_CLAIM_SECONDS = env.int("NOTIFICATIONS_EMAIL_CLAIM_SECONDS", default=120)
+# POST /api/jobs/email: a message_key used again within this many seconds gets 409.
+NOTIFICATIONS_EMAIL_API_DEDUPE_WINDOW = env.int("NOTIFICATIONS_EMAIL_API_DEDUPE_WINDOW", default=600)
+
+# HTTPS and cookies. Off by default for local http://; the production values are in
+# .env.example, and `manage.py check --deploy` is clean with them (tests/integration checks).
+SECURE_SSL_REDIRECT = env.bool("SECURE_SSL_REDIRECT", default=False)
+SECURE_HSTS_SECONDS = env.int("SECURE_HSTS_SECONDS", default=0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env.bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", default=False)
+SECURE_HSTS_PRELOAD = env.bool("SECURE_HSTS_PRELOAD", default=False)
+SESSION_COOKIE_SECURE = env.bool("SESSION_COOKIE_SECURE", default=False)
+CSRF_COOKIE_SECURE = env.bool("CSRF_COOKIE_SECURE", default=False)
+# "HTTP_X_FORWARDED_PROTO,https" behind a proxy that sets that header (and strips a client's).
+_proxy_ssl_header = env.list("SECURE_PROXY_SSL_HEADER", default=[])
+if _proxy_ssl_header and len(_proxy_ssl_header) != 2:
+    raise ImproperlyConfigured(
+        "SECURE_PROXY_SSL_HEADER is a header and a value, e.g. HTTP_X_FORWARDED_PROTO,https"
+    )
+SECURE_PROXY_SSL_HEADER = (_proxy_ssl_header[0], _proxy_ssl_header[1]) if _proxy_ssl_header else None
+CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
+
 # --- PUSH: push notifications (notifications/push) ---------------------------------------
 PUSH = {
     # Dotted path of the backend: console (prints), locmem (an outbox in memory, for tests),
@@ -174,6 +306,8 @@ LOGGING = {
     "loggers": {
         "django.tasks": {"level": "WARNING"},
         "jobs": {"level": env.str("JOBS_LOG_LEVEL", default=LOG_LEVEL), "propagate": True},
+        # Axes logs each failed login (username and IP, never the password) as a warning.
+        "axes": {"level": env.str("AXES_LOG_LEVEL", default="WARNING")},
         # PUSH: httpx logs each request's URL at INFO, and APNs URLs carry device tokens.
         "httpx": {"level": "WARNING"},
     },

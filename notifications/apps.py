@@ -6,4 +6,6 @@ class NotificationsConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from .push import checks  # noqa: F401 - registers the push settings checks
+        # Registering the system checks of each channel.
+        from .email import checks as email_checks  # noqa: F401
+        from .push import checks as push_checks  # noqa: F401

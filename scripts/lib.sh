@@ -135,3 +135,17 @@ release_database() {
 ensure_chromium() {
   require_command chromium chromium "for the browser tests (tests/e2e)"
 }
+
+# With DEBUG off the settings refuse the built-in development key. A checkout whose
+# environment and .env set no SECRET_KEY gets a random key of its own, kept in .secret-key
+# (ignored by git) so that sessions and emailed links survive a restart.
+ensure_secret_key() {
+  if [ -n "${SECRET_KEY:-}" ] || grep -qs '^SECRET_KEY=' "$ROOT/.env"; then return 0; fi
+  local file="$ROOT/.secret-key"
+  if [ ! -s "$file" ]; then
+    (umask 077; head -c 64 /dev/urandom | base64 | tr -d '\n/+=' > "$file")
+  fi
+  SECRET_KEY="$(cat "$file")"
+  export SECRET_KEY
+}
+ensure_secret_key

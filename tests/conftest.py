@@ -13,6 +13,9 @@ from django.db import connection
 
 ROOT = Path(__file__).resolve().parent.parent
 
+# The SMTP server on loopback (smtp_sink, smtp_settings) for every tier.
+pytest_plugins = ["tests.mail"]
+
 
 @pytest.fixture
 def side_effects(transactional_db: None) -> Iterator[None]:

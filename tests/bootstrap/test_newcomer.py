@@ -179,7 +179,7 @@ def newcomer() -> Iterator[tuple[Run, int, int]]:
         DATABASE_URL=f"postgres://postgres@127.0.0.1:{db_port}/jobqueue",
         PORT=str(web_port),
         DEBUG="true",
-        ADMIN_PASSWORD="change-me",  # noqa: S106 (the README's example, on a throwaway copy)
+        ADMIN_PASSWORD="change-me",
     )
     run = Run(checkout, env)
     try:

@@ -20,6 +20,12 @@ pytestmark = pytest.mark.django_db
 BUILTINS = {"jobs.prune_jobs", "jobs.prune_fire_records"}
 
 
+@pytest.fixture(autouse=True)
+def no_app_declarations(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests are about the mechanism: the apps' own declarations (accounts') stay out."""
+    monkeypatch.setattr(declared, "_declared", {})
+
+
 def code_schedules() -> dict[str, Schedule]:
     return {s.name: s for s in Schedule.objects.filter(source=ScheduleSource.CODE)}
 

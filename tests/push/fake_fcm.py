@@ -26,7 +26,7 @@ from .servers import FCM_CLIENT_EMAIL, FCM_PROJECT, lifespan, read_body, request
 
 SEND = re.compile(r"/v1/projects/([^/]+)/messages:send")
 SCOPE = "https://www.googleapis.com/auth/firebase.messaging"
-GOOGLE_TOKEN_AUDIENCE = "https://oauth2.googleapis.com/token"  # noqa: S105 - a URL
+GOOGLE_TOKEN_AUDIENCE = "https://oauth2.googleapis.com/token"
 TTL = re.compile(r"\d+(\.\d{1,9})?s")
 
 

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from django.test import Client
 
+from accounts.services import create_api_token
 from notifications.push.models import Device
 from tests.push.fixtures import apns_token, fcm_token
 
@@ -124,12 +125,19 @@ def test_session_requests_need_the_csrf_token(ana: Any) -> None:
     assert accepted.status_code == 201
 
 
-def test_requests_with_an_authorization_header_are_not_subject_to_csrf(ana: Any) -> None:
-    # Whatever authenticated them (an API-token middleware sets request.user), no browser
-    # sends this header across sites: the CSRF check is for cookie sessions.
-    client = client_for(ana, enforce_csrf_checks=True)
-    response = post(client, {"platform": "ios", "token": apns_token()}, HTTP_AUTHORIZATION="Bearer t0ken")
+def test_an_api_token_registers_a_device_without_csrf_or_session(ana: Any) -> None:
+    # No browser sends this header across sites: the CSRF check is for cookie sessions.
+    _, secret = create_api_token(user=ana, name="phone app")
+    client = Client(enforce_csrf_checks=True)
+    response = post(client, {"platform": "ios", "token": apns_token()}, HTTP_AUTHORIZATION=f"Bearer {secret}")
     assert response.status_code == 201
+    assert Device.objects.get().user == ana
+    assert (
+        post(
+            client, {"platform": "ios", "token": apns_token()}, HTTP_AUTHORIZATION="Bearer wrong"
+        ).status_code
+        == 401
+    )
 
 
 def test_delete_removes_only_one_s_own_device(ana: Any, budi: Any) -> None:

@@ -9,10 +9,10 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
 
-    initial = True
 
     dependencies = [
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
+        ("notifications", "0001_email_delivery"),
     ]
 
     operations = [

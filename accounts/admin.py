@@ -1,0 +1,138 @@
+"""Operators' pages for accounts: users with their verification state, API tokens.
+
+Actions are services calls, and each one leaves an entry in Django's admin log (the
+history of each user or token), as the admin's own add/change/delete do.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+from django.contrib import admin, messages
+from django.contrib.auth import get_user_model
+from django.contrib.auth.admin import UserAdmin
+from django.contrib.auth.forms import UserChangeForm
+from django.db.models import Q, QuerySet
+from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
+
+from . import services
+from .models import Account, ApiToken
+
+User = get_user_model()
+
+
+class VerifiedFilter(admin.SimpleListFilter):
+    title = "email verified"
+    parameter_name = "verified"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [("yes", "Verified"), ("no", "Not verified")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        unverified = Q(account__isnull=False, account__email_verified_at__isnull=True)
+        if self.value() == "yes":
+            return queryset.exclude(unverified)
+        if self.value() == "no":
+            return queryset.filter(unverified)
+        return queryset
+
+
+class AccountInline(admin.StackedInline):
+    model = Account
+    can_delete = False
+    verbose_name_plural = "signup"
+    fields = ("email_verified_at", "email_generation", "link_requested_at")
+    readonly_fields = ("email_generation", "link_requested_at")
+
+
+class UniqueEmailChangeForm(UserChangeForm):
+    def clean_email(self) -> str:
+        email = (self.cleaned_data.get("email") or "").strip()
+        if email and User.objects.filter(email__iexact=email).exclude(pk=self.instance.pk).exists():
+            raise forms.ValidationError("Another user has this email address.")
+        return email
+
+
+admin.site.unregister(User)
+
+
+@admin.register(User)
+class AccountUserAdmin(UserAdmin):
+    form = UniqueEmailChangeForm
+    list_display = ("username", "email", "email_verified", "is_staff", "is_active", "date_joined")
+    list_filter = (VerifiedFilter, "is_staff", "is_superuser", "is_active")
+    inlines = [AccountInline]
+    actions = ["resend_verification"]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
+        return super().get_queryset(request).select_related("account")
+
+    @admin.display(description="Email verified", boolean=True)
+    def email_verified(self, user: Any) -> bool:
+        account = getattr(user, "account", None)
+        return account is None or account.email_verified_at is not None
+
+    @admin.action(description="Re-send verification email")
+    def resend_verification(self, request: HttpRequest, queryset: QuerySet[Any]) -> None:
+        sent = 0
+        for user in queryset.exclude(email=""):
+            job_id = services.resend_verification(user=user)
+            self.log_change(request, user, f"Re-sent the verification email (job {job_id}).")
+            sent += 1
+        self.message_user(request, f"Queued {sent} verification email(s).", messages.SUCCESS)
+
+
+class ApiTokenForm(forms.ModelForm):
+    class Meta:
+        model = ApiToken
+        fields = ("user", "name")
+
+
+@admin.register(ApiToken)
+class ApiTokenAdmin(admin.ModelAdmin):
+    form = ApiTokenForm
+    list_display = ("name", "user", "prefix", "created_at", "last_used_at", "revoked_at")
+    list_filter = (("revoked_at", admin.EmptyFieldListFilter),)
+    search_fields = ("name", "prefix", "user__username", "user__email")
+    autocomplete_fields = ("user",)
+    actions = ["revoke"]
+
+    def get_fields(self, request: HttpRequest, obj: ApiToken | None = None) -> Any:
+        if obj is None:
+            return ("user", "name")
+        return ("user", "name", "prefix", "created_at", "last_used_at", "revoked_at")
+
+    def get_readonly_fields(self, request: HttpRequest, obj: ApiToken | None = None) -> Any:
+        return () if obj is None else self.get_fields(request, obj)
+
+    def save_model(self, request: HttpRequest, obj: ApiToken, form: Any, change: bool) -> None:
+        if change:
+            return
+        # Kept on the request for response_add, the one page that shows it.
+        request._api_token_secret = services.issue_api_token(token=obj)  # type: ignore[attr-defined]
+
+    def response_add(
+        self, request: HttpRequest, obj: ApiToken, post_url_continue: str | None = None
+    ) -> HttpResponse:
+        # The admin's views are never cached (Cache-Control: no-store), this page included.
+        return TemplateResponse(
+            request,
+            "admin/accounts/apitoken/created.html",
+            {
+                **self.admin_site.each_context(request),
+                "opts": self.opts,
+                "token": obj,
+                "secret": request._api_token_secret,  # type: ignore[attr-defined]
+                "title": "API token created",
+            },
+        )
+
+    @admin.action(description="Revoke selected tokens")
+    def revoke(self, request: HttpRequest, queryset: QuerySet[ApiToken]) -> None:
+        tokens = list(queryset.filter(revoked_at__isnull=True))
+        services.revoke_api_tokens(tokens=ApiToken.objects.filter(pk__in=[t.pk for t in tokens]))
+        for token in tokens:
+            self.log_change(request, token, "Revoked the token.")
+        self.message_user(request, f"Revoked {len(tokens)} token(s).", messages.SUCCESS)

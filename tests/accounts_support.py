@@ -1,0 +1,41 @@
+"""Helpers for the accounts and email tests: sign up through the real page, run the email
+jobs through the real claim and executor code, read the links out of the received mail."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.test import Client
+from django.urls import reverse
+
+from accounts.models import Account
+from tests import factories
+
+PASSWORD = "a-long-and-unusual-passphrase-42"
+
+
+def signup(client: Client, *, email: str, username: str, password: str = PASSWORD) -> Any:
+    return client.post(
+        reverse("accounts:signup"),
+        {"email": email, "username": username, "password1": password, "password2": password},
+    )
+
+
+def run_email_jobs(*, now: datetime | None = None) -> list[dict[str, Any]]:
+    return factories.run_due(now=now, queues=("email",))
+
+
+def verified_user(*, username: str, email: str, password: str = PASSWORD) -> Any:
+    from django.utils import timezone
+
+    user = get_user_model().objects.create_user(username=username, email=email, password=password)
+    Account.objects.create(user=user, email_verified_at=timezone.now())
+    return user
+
+
+def unverified_user(*, username: str, email: str, password: str = PASSWORD) -> Any:
+    user = get_user_model().objects.create_user(username=username, email=email, password=password)
+    Account.objects.create(user=user)
+    return user

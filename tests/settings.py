@@ -1,0 +1,14 @@
+"""Settings for the test run: the project's own, signed with a key made for this run.
+
+With DEBUG off the project refuses the built-in development key, as a public site must.
+The key goes into the environment before the settings are read, so the manage.py
+subprocesses the tests start (runworker, check --deploy, mypy's Django plugin) inherit the
+same one, and a link signed by a worker verifies in the test's live server.
+"""
+
+import os
+import secrets
+
+os.environ.setdefault("SECRET_KEY", f"test-run-{secrets.token_urlsafe(48)}")
+
+from config.settings import *  # noqa: F403
