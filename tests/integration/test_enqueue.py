@@ -546,3 +546,39 @@ def test_a_job_claimed_after_its_deadline_expires_without_running(side_effects: 
     store.replay(late.id)
     replayed = Job.objects.get(id=late.id)
     assert replayed.state == State.QUEUED and replayed.expires_at is None
+
+
+# --- dedupe keys and trace ids are checked at enqueue ------------------------------------
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"dedupe_key": 12345}, "dedupe_key must be a non-empty string"),
+        ({"dedupe_key": ""}, "dedupe_key must be a non-empty string"),
+        ({"dedupe_key": "x" * 501}, "at most 500 characters"),
+        ({"dedupe_key": "a\x00b"}, "without NUL"),
+        ({"trace_id": "a\x00b"}, "trace_id must be a non-empty string"),
+        ({"trace_id": 42}, "trace_id must be a non-empty string"),
+        ({"trace_id": "t" * 201}, "at most 200 characters"),
+        ({"jitter": "no"}, "jitter must be True or False"),
+        ({"non_retryable": (42,)}, "non_retryable entries are exception classes or dotted paths"),
+        ({"non_retryable": ("no.such.Error",)}, "cannot be imported"),
+    ],
+)
+def test_bad_keys_ids_and_options_fail_at_enqueue_and_leave_nothing(
+    options: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(InvalidTask, match=message):
+        basic.record.using(**options).enqueue("x")
+    with pytest.raises(InvalidTask, match=message):
+        basic.record.using(**options).enqueue_many([(("x",), {})] * 3)
+    assert not Job.objects.exists()
+
+
+@pytest.mark.django_db
+def test_a_key_of_500_characters_works_twice() -> None:
+    keyed = basic.record.using(dedupe_key="k" * 500)
+    first, second = keyed.enqueue("a"), keyed.enqueue("b")
+    assert (second.id, second.deduplicated) == (first.id, True)

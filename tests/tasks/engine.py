@@ -68,3 +68,9 @@ def return_value(value: object) -> object:
 def record_key(key: str) -> None:
     with connection.cursor() as cursor:
         cursor.execute("INSERT INTO test_side_effects (key) VALUES (%s)", [key])
+
+
+@task
+def fail_plain() -> None:
+    """Fails with no retry options of its own: whatever .using() says applies."""
+    raise RuntimeError("plain failure")

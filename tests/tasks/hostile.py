@@ -87,3 +87,22 @@ def spin_in_thread(key: str) -> None:
     record(f"{key}:start")
     while True:
         pass
+
+
+@task(timeout=3.0, max_attempts=1)
+def spin_with_a_limit(key: str) -> None:
+    while True:
+        pass
+
+
+@task(timeout=5.0, max_attempts=1)
+def spin_forever(key: str) -> None:
+    """Spins, cleaning up at a soft limit if one is set (through .using())."""
+    from jobs.exceptions import SoftTimeLimitExceeded
+
+    try:
+        while True:
+            pass
+    except SoftTimeLimitExceeded:
+        record(f"{key}:soft")
+        raise
