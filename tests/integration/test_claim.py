@@ -169,3 +169,47 @@ def test_a_job_without_its_own_lease_or_time_limit_gets_the_workers() -> None:
     assert returned == {plain.id: (3, 20), own.id: (7, 45)}
     expiry = dict(Job.objects.filter(id__in=returned).values_list("id", "lease_expires_at"))
     assert expiry == {plain.id: T0 + timedelta(seconds=20), own.id: T0 + timedelta(seconds=45)}
+
+
+def _buffers(plan: dict) -> int:
+    """Shared buffers a plan node and its children touched (hit or read)."""
+    own = plan.get("Shared Hit Blocks", 0) + plan.get("Shared Read Blocks", 0)
+    return max([own, *(_buffers(child) for child in plan.get("Plans", []))])
+
+
+@pytest.mark.django_db
+def test_claim_cost_does_not_grow_with_a_million_delayed_rows_of_higher_priority() -> None:
+    # Future-dated jobs wait as 'scheduled', outside the claim's index: however many of
+    # them there are, and whatever their priority, claiming a due job reads a few pages.
+    with connection.cursor() as cursor:
+        cursor.execute(
+            """
+            INSERT INTO jobs_job (id, task_path, queue_name, priority, state, args, kwargs, run_at,
+                                  max_attempts)
+            SELECT gen_random_uuid(), 'tests.tasks.basic.noop', 'default', 10, 'scheduled', '[]', '{}',
+                   statement_timestamp() + interval '1 hour' + n * interval '1 millisecond', 3
+            FROM generate_series(1, 1000000) AS n
+            """
+        )
+        cursor.execute("ANALYZE jobs_job")
+    due = factories.job(State.QUEUED, priority=0, run_at=timezone.now() - timedelta(seconds=1))
+    params = {
+        "queues": ["default"], "quotas": [10], "limit": 10, "worker": uuid.uuid4(), "now": None,
+        "lease_seconds": 300.0, "default_timeout": None,
+    }  # fmt: skip
+    with connection.cursor() as cursor:
+        cursor.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + store.sql("claim"), params)
+        [[plan]] = cursor.fetchall()
+    text = str(plan)
+    assert "jobs_job_claimable" in text and "Seq Scan" not in text
+    # The claim's scan of the index: a handful of pages, not a walk over a million rows.
+    scans = _index_scans(plan[0]["Plan"])
+    assert scans and all(_buffers(scan) <= 10 for scan in scans), scans
+    assert Job.objects.get(id=due.id).state == State.RUNNING
+
+
+def _index_scans(plan: dict) -> list[dict]:
+    found = [plan] if plan.get("Index Name") == "jobs_job_claimable" else []
+    for child in plan.get("Plans", []):
+        found.extend(_index_scans(child))
+    return found
