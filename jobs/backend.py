@@ -22,12 +22,12 @@ from django.utils import timezone
 from django.utils.module_loading import import_string
 
 from . import signals, store
-from .conf import MAX_LEASE_SECONDS, jobs_settings
+from .conf import MAX_LEASE_SECONDS, JobsSettings, jobs_settings
 from .exceptions import BadTaskOptions, InvalidPayload
 from .ids import uuid7
 from .models import Job
 from .ownership import MAX_OWNER_LENGTH, owner_key
-from .payloads import dump_payload, unstorable_text
+from .payloads import ArgumentCheck, dump_payload, unstorable_text
 from .retry import RetryPolicy
 from .states import TASK_STATUS, State
 
@@ -123,6 +123,25 @@ def _exception_class(path: str, owner: str) -> type[BaseException]:
     return found
 
 
+@dataclass(frozen=True, slots=True)
+class _Template:
+    """The columns and checks every job of one task (with one set of options) shares."""
+
+    conf: JobsSettings
+    task_path: str
+    queue_name: str
+    priority: int
+    max_attempts: int
+    timeout: float | None
+    lease_seconds: float | None
+    backoff_base: float | None
+    backoff_cap: float | None
+    jitter: bool | None
+    soft_timeout: float | None
+    non_retryable: tuple[str, ...]
+    arguments: ArgumentCheck
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class JobResult(TaskResult):  # type: ignore[misc]  # frozen at run time, not in the stubs
     """A TaskResult that also tells whether enqueue found an existing job by dedupe key."""
@@ -140,10 +159,16 @@ class PostgresBackend(BaseTaskBackend):
     def __init__(self, alias: str, params: dict[str, Any]) -> None:
         super().__init__(alias, params)
         self.database = self.options.get("DATABASE", "default")
+        self._templates: dict[tuple[Any, ...], _Template] = {}
 
     # --- validation -------------------------------------------------------------------
 
     def validate_task(self, task: Task) -> None:
+        if self.queues and task.queue_name not in self.queues:
+            raise InvalidTask(
+                f"unknown queue {task.queue_name!r}; configured queues: {', '.join(sorted(self.queues))} "
+                f"(JOBS_QUEUES)"
+            )
         super().validate_task(task)
         if not isinstance(task, JobTask):
             return
@@ -199,72 +224,87 @@ class PostgresBackend(BaseTaskBackend):
             if timezone.is_naive(task.expires_at):
                 raise InvalidTask("expires_at must be an aware datetime (naive ones are ambiguous).")
 
-    def _options(self, task: Task) -> dict[str, Any]:
-        """The columns every job of this task shares (validated once per enqueue call)."""
-        self.validate_task(task)
+    def _template(self, task: Task) -> _Template:
+        """What every job of this task shares, worked out once per distinct set of options
+        (tasks are checked when they are made: @task and .using() call validate_task)."""
         conf = jobs_settings()
         options = task if isinstance(task, JobTask) else JobTask(func=task.func)
+        key = (
+            task.func, task.queue_name, task.priority, task.takes_context, options.max_attempts,
+            options.timeout, options.lease_seconds, options.backoff_base, options.backoff_cap,
+            options.jitter, options.soft_timeout, tuple(options.non_retryable),
+        )  # fmt: skip
+        template = self._templates.get(key)
+        if template is not None and template.conf is conf:
+            return template
         non_retryable = options.non_retryable_paths()
         try:
+            # Dotted paths are imported here, at enqueue, not by @task: a decorator runs
+            # while its module is still being imported, and the class named may come later.
             exception_classes(non_retryable, owner=task.module_path)
         except BadTaskOptions as exc:
             raise InvalidTask(str(exc)) from exc
-        return {
-            "task_path": task.module_path,
-            "queue_name": task.queue_name,
-            "priority": task.priority,
-            "run_at": task.run_after,
-            "max_attempts": options.max_attempts or conf.DEFAULT_MAX_ATTEMPTS,
+        template = _Template(
+            conf=conf,
+            task_path=task.module_path,
+            queue_name=task.queue_name,
+            priority=task.priority,
+            max_attempts=options.max_attempts or conf.DEFAULT_MAX_ATTEMPTS,
             # Unset: the worker's JOBS_DEFAULT_TIMEOUT and JOBS_LEASE_SECONDS apply.
-            "timeout": options.timeout,
-            "lease_seconds": options.lease_seconds,
-            "backoff_base": options.backoff_base,
-            "backoff_cap": options.backoff_cap,
-            "jitter": options.jitter,
-            "soft_timeout": options.soft_timeout,
-            "non_retryable": non_retryable,
-            "dedupe_key": options.dedupe_key,
-            "dedupe_window": options.dedupe_window,
-            "trace_id": options.trace_id,
-            "owner": options.owner or "",
-            "public": options.public,
-            "expires_at": options.expires_at,
-            "limit": conf.MAX_PAYLOAD_BYTES,
-        }
+            timeout=options.timeout,
+            lease_seconds=options.lease_seconds,
+            backoff_base=options.backoff_base,
+            backoff_cap=options.backoff_cap,
+            # NULL on the row is the default (jitter on).
+            jitter=None if options.jitter else False,
+            soft_timeout=options.soft_timeout,
+            non_retryable=non_retryable,
+            arguments=ArgumentCheck(task.func, takes_context=task.takes_context),
+        )
+        if len(self._templates) >= 1024:
+            self._templates.clear()
+        self._templates[key] = template
+        return template
 
-    def _new_job(self, options: dict[str, Any], args: Sequence[Any], kwargs: dict[str, Any]) -> store.NewJob:
+    def _new_job(
+        self, task: Task, template: _Template, args: Sequence[Any], kwargs: dict[str, Any]
+    ) -> store.NewJob:
         args_json = dump_payload("args", list(args))
         kwargs_json = dump_payload("kwargs", dict(kwargs))
+        if problem := template.arguments.problem(args, kwargs):
+            raise InvalidPayload(f"{template.task_path}: {problem}")
+        limit = template.conf.MAX_PAYLOAD_BYTES
         size = len(args_json) + len(kwargs_json)
-        if size > options["limit"]:
+        if size > limit:
             raise InvalidPayload(
-                f"payload of {options['task_path']} is {size} bytes; the limit is "
-                f"{options['limit']} (JOBS_MAX_PAYLOAD_BYTES). Pass ids, not data."
+                f"payload of {template.task_path} is {size} bytes; the limit is "
+                f"{limit} (JOBS_MAX_PAYLOAD_BYTES). Pass ids, not data."
             )
         job_id = uuid7()
+        options = task if isinstance(task, JobTask) else None
         return store.NewJob(
             id=job_id,
-            task_path=options["task_path"],
-            queue_name=options["queue_name"],
-            priority=options["priority"],
+            task_path=template.task_path,
+            queue_name=template.queue_name,
+            priority=template.priority,
             args=args_json,
             kwargs=kwargs_json,
-            run_at=options["run_at"],
-            max_attempts=options["max_attempts"],
-            timeout=options["timeout"],
-            lease_seconds=options["lease_seconds"],
-            backoff_base=options["backoff_base"],
-            backoff_cap=options["backoff_cap"],
-            jitter=options["jitter"],
-            soft_timeout=options["soft_timeout"],
-            non_retryable=options["non_retryable"],
-            dedupe_key=options["dedupe_key"],
-            dedupe_window=options["dedupe_window"],
+            run_at=task.run_after,
+            max_attempts=template.max_attempts,
+            timeout=template.timeout,
+            lease_seconds=template.lease_seconds,
+            backoff_base=template.backoff_base,
+            backoff_cap=template.backoff_cap,
+            jitter=template.jitter,
+            soft_timeout=template.soft_timeout,
+            non_retryable=template.non_retryable,
+            dedupe_key=options.dedupe_key if options else None,
+            dedupe_window=options.dedupe_window if options else None,
             # Without a trace to join, a job starts its own: its id.
-            trace_id=options["trace_id"] or job_id.hex,
-            owner=options["owner"],
-            public=options["public"],
-            expires_at=options["expires_at"],
+            trace_id=(options.trace_id if options else None) or job_id.hex,
+            owner=(options.owner if options else None) or "",
+            public=options.public if options else False,
+            expires_at=options.expires_at if options else None,
         )
 
     # --- enqueue ----------------------------------------------------------------------
@@ -275,13 +315,13 @@ class PostgresBackend(BaseTaskBackend):
     def bulk_enqueue(self, calls: Iterable[tuple[Task, Sequence[Any], dict[str, Any]]]) -> list[JobResult]:
         """Enqueue many jobs, of one task or several, in one INSERT statement."""
         calls = list(calls)
-        per_task: dict[int, dict[str, Any]] = {}
+        per_task: dict[int, _Template] = {}
         rows = []
         for task, args, kwargs in calls:
-            options = per_task.get(id(task))
-            if options is None:
-                options = per_task[id(task)] = self._options(task)
-            rows.append(self._new_job(options, args, kwargs))
+            template = per_task.get(id(task))
+            if template is None:
+                template = per_task[id(task)] = self._template(task)
+            rows.append(self._new_job(task, template, args, kwargs))
         if not rows:
             return []
         # The caller's connection, in the caller's transaction (invariant 1). A psycopg
@@ -289,8 +329,16 @@ class PostgresBackend(BaseTaskBackend):
         conn = connections[self.database]
         conn.validate_no_broken_transaction()
         conn.ensure_connection()
-        with psycopg.Cursor(conn.connection) as cursor:
-            outcome = store.insert_jobs(cursor, rows, prepare=jobs_settings().PREPARED_STATEMENTS)
+        raw = conn.connection
+        prepare = jobs_settings().PREPARED_STATEMENTS
+        if prepare and raw.prepare_threshold is None:
+            # Django turns psycopg's prepared statements off (for poolers that cannot keep
+            # them). Its own cursors bind on the client and never prepare anyway; this lets
+            # the enqueue statement be prepared once per connection. JOBS_PREPARED_STATEMENTS
+            # =false keeps it off (PgBouncer older than 1.21 in transaction mode).
+            raw.prepare_threshold = 5
+        with psycopg.Cursor(raw) as cursor:
+            outcome = store.insert_jobs(cursor, rows, prepare=prepare)
         # Jobs that a dedupe key led back to, read in one query however many there are.
         held = {job_id for job_id, created in outcome if not created}
         existing = (

@@ -11,10 +11,10 @@ from __future__ import annotations
 import inspect
 import json
 import traceback
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
-from .exceptions import BadPayload, BadReturnValue, InvalidPayload
+from .exceptions import BadReturnValue, InvalidPayload
 
 TRACEBACK_LIMIT = 16_000
 MESSAGE_LIMIT = 2_000
@@ -47,10 +47,38 @@ def dump_payload(name: str, value: Any) -> str:
     return text
 
 
+class ArgumentCheck:
+    """Whether arguments fit a task function's signature, remembered per shape (how many
+    positional arguments, which keywords), so that checking every job costs a lookup."""
+
+    def __init__(self, func: Any, *, takes_context: bool) -> None:
+        self.signature = inspect.signature(func)
+        self.takes_context = takes_context
+        self.fits: dict[tuple[int, tuple[str, ...]], str] = {}
+
+    def problem(self, args: Sequence[Any], kwargs: dict[str, Any]) -> str:
+        """ "" if they fit, else why not (Python's own words)."""
+        shape = (len(args), tuple(kwargs))
+        problem = self.fits.get(shape)
+        if problem is None:
+            try:
+                if self.takes_context:
+                    self.signature.bind(None, *args, **kwargs)
+                else:
+                    self.signature.bind(*args, **kwargs)
+                problem = ""
+            except TypeError as exc:
+                problem = f"payload does not fit the task's signature: {exc}"
+            if len(self.fits) < 64:
+                self.fits[shape] = problem
+        return problem
+
+
 def _check_payload(name: str, value: list[Any] | dict[str, Any], *, check_text: bool) -> None:
     """Refuse what json.dumps accepts but would hand the handler changed: object keys that
-    are not strings ({1: "a"} comes back as {"1": "a"}); and, with ``check_text``, strings
-    jsonb cannot store (a NUL character, a lone surrogate)."""
+    are not strings ({1: "a"} comes back as {"1": "a"}), tuples (they come back as lists);
+    and, with ``check_text``, strings jsonb cannot store (a NUL character, a lone
+    surrogate)."""
     stack: list[tuple[list[Any] | tuple[Any, ...] | dict[Any, Any], str]] = [(value, name)]
     while stack:
         container, where = stack.pop()
@@ -61,7 +89,12 @@ def _check_payload(name: str, value: list[Any] | dict[str, Any], *, check_text: 
         for key, item in pairs:
             if is_object and not isinstance(key, str):
                 raise InvalidPayload(f"{name} must be JSON: the key {key!r} at {where} is not a string")
-            if isinstance(item, dict | list | tuple):
+            if isinstance(item, tuple):
+                raise InvalidPayload(
+                    f"{name} must be JSON: {where}[{key!r}] is a tuple, which the handler would get "
+                    f"back as a list; pass a list"
+                )
+            if isinstance(item, dict | list):
                 stack.append((item, f"{where}[{key!r}]"))
             elif check_text and isinstance(item, str) and (problem := unstorable_text(item)):
                 raise InvalidPayload(
@@ -71,31 +104,6 @@ def _check_payload(name: str, value: list[Any] | dict[str, Any], *, check_text: 
                 raise InvalidPayload(
                     f"{name} must be JSON that PostgreSQL can store: {problem} in a key at {where}"
                 )
-
-
-def decode_payload(
-    args: Any, kwargs: Any, signature: inspect.Signature, takes_context: bool
-) -> tuple[list[Any], dict[str, Any]]:
-    try:
-        if isinstance(args, str):
-            args = json.loads(args)
-        if isinstance(kwargs, str):
-            kwargs = json.loads(kwargs)
-    except ValueError as exc:
-        raise BadPayload(f"payload is not JSON: {exc}") from exc
-    if not isinstance(args, list) or not isinstance(kwargs, dict):
-        raise BadPayload(
-            f"payload must be a list of args and a dict of kwargs, got "
-            f"{type(args).__name__} and {type(kwargs).__name__}"
-        )
-    try:
-        if takes_context:
-            signature.bind(None, *args, **kwargs)
-        else:
-            signature.bind(*args, **kwargs)
-    except TypeError as exc:
-        raise BadPayload(f"payload does not fit the task's signature: {exc}") from exc
-    return args, kwargs
 
 
 def check_result(value: Any) -> Any:

@@ -5,9 +5,9 @@
 -- (Django's Now()), so that jobs enqueued one after another in a transaction are due one
 -- after another. Rows whose dedupe_key is held by an unfinished job are skipped
 -- (ON CONFLICT on the partial unique index jobs_job_dedupe); the caller looks up the
--- holder. Workers are woken with one NOTIFY per queue that received a due job: PostgreSQL
--- delivers it when the transaction commits, drops it on rollback, and folds duplicates
--- within a transaction.
+-- holder. Workers are woken with one NOTIFY per queue that received a due job and had none
+-- due before (see insert_one.sql): PostgreSQL delivers it when the transaction commits,
+-- drops it on rollback, and folds duplicates within a transaction.
 WITH ins AS (
     INSERT INTO jobs_job (id, task_path, queue_name, priority, state, args, kwargs, run_at,
                           max_attempts, timeout, lease_seconds, backoff_base, backoff_cap,
@@ -35,9 +35,10 @@ WITH ins AS (
         WHERE dedupe_key IS NOT NULL AND NOT dedupe_lapsed
               AND state IN ('scheduled', 'queued', 'running')
         DO NOTHING
-    RETURNING id, queue_name, state, created_at
+    RETURNING id, queue_name, state
 ), woken AS (
     SELECT pg_notify('jobs_queued', d.queue_name)
     FROM (SELECT DISTINCT queue_name FROM ins WHERE %(notify)s AND state = 'queued') AS d
+    WHERE NOT EXISTS (SELECT 1 FROM jobs_job j WHERE j.state = 'queued' AND j.queue_name = d.queue_name)
 )
-SELECT ins.id, ins.created_at FROM ins, (SELECT count(*) FROM woken) AS w
+SELECT ins.id FROM ins, (SELECT count(*) FROM woken) AS w

@@ -1,9 +1,16 @@
--- insert.sql for exactly one row: the same semantics, a cheaper plan for the common call.
+-- Insert one job without a dedupe key: the common call, kept as cheap as it can be (no
+-- ON CONFLICT, nothing returned but the wake-up).
+--
+-- Workers are woken only when the job's queue had no due job before it: with due jobs
+-- waiting, every worker of the queue is busy or about to claim again (it claims while
+-- claims return jobs), and a NOTIFY would only add work to this commit and wake listeners
+-- for nothing. The NOT EXISTS reads the queue as it was before this statement (the row
+-- the INSERT adds is not visible to it), and walks jobs_job_claimable for one entry.
 WITH ins AS (
     INSERT INTO jobs_job (id, task_path, queue_name, priority, state, args, kwargs, run_at,
                           max_attempts, timeout, lease_seconds, backoff_base, backoff_cap,
-                          jitter, soft_timeout, non_retryable, dedupe_key, dedupe_until,
-                          trace_id, owner, public, expires_at)
+                          jitter, soft_timeout, non_retryable, trace_id, owner, public,
+                          expires_at)
     VALUES (%(id)s, %(task_path)s, %(queue_name)s, %(priority)s,
             CASE WHEN %(run_at)s::timestamptz > coalesce(%(now)s::timestamptz, statement_timestamp())
                  THEN 'scheduled' ELSE 'queued' END,
@@ -11,16 +18,11 @@ WITH ins AS (
             coalesce(%(run_at)s::timestamptz, %(now)s::timestamptz, statement_timestamp()),
             %(max_attempts)s, %(timeout)s::float8, %(lease_seconds)s::float8,
             %(backoff_base)s::float8, %(backoff_cap)s::float8, %(jitter)s::bool,
-            %(soft_timeout)s::float8, %(non_retryable)s::text[], %(dedupe_key)s::text,
-            coalesce(%(now)s::timestamptz, statement_timestamp())
-                + %(dedupe_window)s::float8 * interval '1 second',
-            %(trace_id)s, %(owner)s, %(public)s, %(expires_at)s::timestamptz)
-    ON CONFLICT (dedupe_key)
-        WHERE dedupe_key IS NOT NULL AND NOT dedupe_lapsed
-              AND state IN ('scheduled', 'queued', 'running')
-        DO NOTHING
-    RETURNING id, queue_name, state, created_at
+            %(soft_timeout)s::float8, %(non_retryable)s::text[], %(trace_id)s, %(owner)s,
+            %(public)s, %(expires_at)s::timestamptz)
+    RETURNING queue_name, state
 )
-SELECT id, created_at,
-       CASE WHEN %(notify)s AND state = 'queued' THEN pg_notify('jobs_queued', queue_name) END
+SELECT pg_notify('jobs_queued', ins.queue_name)
 FROM ins
+WHERE %(notify)s AND ins.state = 'queued'
+  AND NOT EXISTS (SELECT 1 FROM jobs_job j WHERE j.state = 'queued' AND j.queue_name = ins.queue_name)

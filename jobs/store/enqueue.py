@@ -38,6 +38,15 @@ class NewJob:
     public: bool = False
     expires_at: datetime | None = None
 
+    def is_plain(self) -> bool:
+        """No options of its own: every column but the basics takes its default."""
+        return (
+            self.run_at is None and self.timeout is None and self.lease_seconds is None
+            and self.backoff_base is None and self.backoff_cap is None and self.jitter is None
+            and self.soft_timeout is None and not self.non_retryable and not self.owner
+            and not self.public and self.expires_at is None and self.dedupe_key is None
+        )  # fmt: skip
+
 
 _INSERT_COLUMNS = (
     "id", "task_path", "queue_name", "priority", "args", "kwargs", "run_at",
@@ -59,6 +68,10 @@ def insert_jobs(
     ``created`` is False where a dedupe key was held by an unfinished job: the id is then
     that job's. A holder whose window has passed is marked lapsed and a new job inserted.
     """
+    if len(jobs) == 1 and jobs[0].dedupe_key is None:
+        # The common call: one job, nothing to deduplicate.
+        _insert_one(cursor, jobs[0], notify=notify, now=now, prepare=prepare)
+        return [(jobs[0].id, True)]
     result: dict[int, tuple[uuid.UUID, bool]] = {}
     pending = list(enumerate(jobs))
     keyless = [(index, job) for index, job in pending if job.dedupe_key is None]
@@ -73,7 +86,7 @@ def insert_jobs(
         if not pending:
             break
         if len(pending) == 1:
-            statement = sql("insert_one")
+            statement = sql("insert_one_keyed")
             params = {col: getattr(pending[0][1], col) for col in _INSERT_COLUMNS}
             params["non_retryable"] = list(pending[0][1].non_retryable)
         else:
@@ -100,6 +113,28 @@ def insert_jobs(
     return [result[i] for i in range(len(jobs))]
 
 
+_ONE_COLUMNS = tuple(col for col in _INSERT_COLUMNS if col not in ("dedupe_key", "dedupe_window"))
+
+
+_PLAIN_COLUMNS = ("id", "task_path", "queue_name", "priority", "args", "kwargs", "max_attempts", "trace_id")
+
+
+def _insert_one(cursor: Any, job: NewJob, *, notify: bool, now: datetime | None, prepare: bool) -> None:
+    if now is None and job.is_plain():
+        statement = sql("insert_plain")
+        params = {col: getattr(job, col) for col in _PLAIN_COLUMNS}
+    else:
+        statement = sql("insert_one")
+        params = {col: getattr(job, col) for col in _ONE_COLUMNS}
+        params["non_retryable"] = list(job.non_retryable)
+        params["now"] = now
+    params["notify"] = notify
+    if prepare:
+        cursor.execute(statement, params, prepare=True)
+    else:
+        cursor.execute(statement, params)
+
+
 # Batches of keyless rows at least this large go through COPY.
 COPY_THRESHOLD = 50
 _COPY_COLUMNS = (
@@ -110,52 +145,55 @@ _COPY_COLUMNS = (
 
 
 def _copy_jobs(cursor: Any, jobs: Sequence[NewJob], *, notify: bool, now: datetime | None) -> None:
-    """COPY rows without dedupe keys, then wake workers as insert.sql does. On the caller's
-    connection, so inside the caller's transaction when there is one."""
-    for explicit_run_at in (False, True):
-        # Rows without run_at take the column's defaults, the statement's time and 'queued': the database
-        # clock decides. Rows with one are 'scheduled' unless due by this process's clock:
-        # one scheduled a moment early is promoted at once by the housekeeping, and one
-        # queued a moment early waits for its run_at in the claim's own filter.
-        rows = [job for job in jobs if (job.run_at is not None or now is not None) == explicit_run_at]
-        if not rows:
-            continue
-        columns = _COPY_COLUMNS + (("run_at", "state") if explicit_run_at else ())
-        clock = now or datetime.now(UTC)
-        with cursor.copy(f"COPY jobs_job ({', '.join(columns)}) FROM STDIN") as copy:
-            for job in rows:
-                values: tuple[Any, ...] = (
-                    job.id, job.task_path, job.queue_name, job.priority, job.args, job.kwargs,
-                    job.max_attempts, job.timeout, job.lease_seconds, job.backoff_base,
-                    job.backoff_cap, job.jitter, job.soft_timeout, list(job.non_retryable),
-                    job.trace_id, job.owner, job.public, job.expires_at,
-                )  # fmt: skip
-                if explicit_run_at:
-                    run_at = job.run_at or clock
-                    values += (run_at, "scheduled" if run_at > clock else "queued")
-                copy.write_row(values)
-    if notify:
-        # One NOTIFY per queue that received a due job, as in insert.sql: a queue's earliest
-        # run_at (NULL: now) is compared with the database's clock.
-        due_now = {job.queue_name for job in jobs if job.run_at is None and now is None}
-        earliest: dict[str, datetime] = {}
-        for job in jobs:
-            at = job.run_at or now
-            if at is not None and job.queue_name not in due_now:
-                earliest[job.queue_name] = min(at, earliest.get(job.queue_name, at))
+    """COPY rows without dedupe keys, on the caller's connection (inside the caller's
+    transaction when there is one), waking workers as insert.sql does."""
+    clock = now or datetime.now(UTC)
+    due_queues: set[str] = set()
+    plain: list[NewJob] = []
+    timed: list[tuple[NewJob, datetime, str]] = []
+    for job in jobs:
+        if job.run_at is None and now is None:
+            # The column's defaults: the statement's time, and 'queued'.
+            plain.append(job)
+            due_queues.add(job.queue_name)
+        else:
+            # 'scheduled' unless due by this process's clock: one scheduled a moment early
+            # is promoted at once by the housekeeping, and one queued a moment early waits
+            # for its run_at in the claim's own filter.
+            run_at = job.run_at or clock
+            state = "scheduled" if run_at > clock else "queued"
+            timed.append((job, run_at, state))
+            if state == "queued":
+                due_queues.add(job.queue_name)
+    if notify and due_queues:
+        # Sent now, delivered at commit (after the rows below exist), and only for queues
+        # that had no due job: as in insert_one.sql.
         cursor.execute(
             """
             SELECT pg_notify(%(channel)s, q.name)
-            FROM unnest(%(queues)s::text[], %(run_at)s::timestamptz[]) AS q(name, run_at)
-            WHERE q.run_at IS NULL OR q.run_at <= coalesce(%(now)s, statement_timestamp())
+            FROM unnest(%(queues)s::text[]) AS q(name)
+            WHERE NOT EXISTS (SELECT 1 FROM jobs_job j WHERE j.state = 'queued' AND j.queue_name = q.name)
             """,
-            {
-                "channel": NOTIFY_CHANNEL,
-                "queues": [*due_now, *earliest],
-                "run_at": [None] * len(due_now) + list(earliest.values()),
-                "now": now,
-            },
+            {"channel": NOTIFY_CHANNEL, "queues": sorted(due_queues)},
         )
+    if plain:
+        with cursor.copy(f"COPY jobs_job ({', '.join(_COPY_COLUMNS)}) FROM STDIN") as copy:
+            for job in plain:
+                copy.write_row(_copy_values(job))
+    if timed:
+        columns = (*_COPY_COLUMNS, "run_at", "state")
+        with cursor.copy(f"COPY jobs_job ({', '.join(columns)}) FROM STDIN") as copy:
+            for job, run_at, state in timed:
+                copy.write_row((*_copy_values(job), run_at, state))
+
+
+def _copy_values(job: NewJob) -> tuple[Any, ...]:
+    return (
+        job.id, job.task_path, job.queue_name, job.priority, job.args, job.kwargs,
+        job.max_attempts, job.timeout, job.lease_seconds, job.backoff_base, job.backoff_cap,
+        job.jitter, job.soft_timeout, list(job.non_retryable), job.trace_id, job.owner,
+        job.public, job.expires_at,
+    )  # fmt: skip
 
 
 def _resolve_dedupe_conflicts(

@@ -22,7 +22,7 @@ import json
 import logging
 import random
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -31,7 +31,7 @@ from django.tasks import Task, TaskResult, TaskResultStatus
 from .. import signals
 from ..backend import exception_classes, resolve_task
 from ..exceptions import BadPayload, JobsError, UnknownTask
-from ..payloads import check_result, error_record
+from ..payloads import ArgumentCheck, check_result, error_record
 from ..retry import RetryPolicy, decide
 from ..store import Claimed
 from .config import WorkerConfig
@@ -46,9 +46,7 @@ class TaskInfo:
     task: Task
     is_async: bool
     takes_context: bool
-    signature: inspect.Signature
-    # Payload shapes (number of args, kwarg names) already checked against the signature.
-    fits: dict[tuple[int, tuple[str, ...]], str] = field(default_factory=dict)
+    arguments: ArgumentCheck
 
     @classmethod
     def of(cls, task: Task) -> TaskInfo:
@@ -56,25 +54,12 @@ class TaskInfo:
             task=task,
             is_async=inspect.iscoroutinefunction(task.func),
             takes_context=task.takes_context,
-            signature=inspect.signature(task.func),
+            arguments=ArgumentCheck(task.func, takes_context=task.takes_context),
         )
 
     def check(self, args: list[Any], kwargs: dict[str, Any]) -> None:
-        """BadPayload unless the arguments fit the handler's signature (cached by shape)."""
-        shape = (len(args), tuple(kwargs))
-        problem = self.fits.get(shape)
-        if problem is None:
-            try:
-                if self.takes_context:
-                    self.signature.bind(None, *args, **kwargs)
-                else:
-                    self.signature.bind(*args, **kwargs)
-                problem = ""
-            except TypeError as exc:
-                problem = f"payload does not fit the task's signature: {exc}"
-            if len(self.fits) < 64:
-                self.fits[shape] = problem
-        if problem:
+        """BadPayload unless the arguments fit the handler's signature."""
+        if problem := self.arguments.problem(args, kwargs):
             raise BadPayload(problem)
 
 

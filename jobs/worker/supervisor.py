@@ -133,9 +133,10 @@ class Supervisor:
         )
         # Close Django's connections once: no child may inherit an open socket.
         connections.close_all()
-        self._spawn_housekeeper()
+        # Executors first: they start claiming while the housekeeper is still connecting.
         for index in range(self.config.concurrency):
             self._spawn(index)
+        self._spawn_housekeeper()
         while self.children or self.pending_spawn:
             self._collect_children()
             now = time.monotonic()

@@ -108,8 +108,9 @@ def test_workers_are_woken_on_commit_only_and_only_for_due_jobs() -> None:
         assert woken() == []
         email, push = basic.add.using(queue_name="email"), basic.add.using(queue_name="push")
         backend.bulk_enqueue([(email, [1, 2], {}), (push, [1, 2], {}), (email, [3, 4], {})])
-        # One wake-up per queue that received due work.
-        assert sorted(n.payload for n in listener.notifies(timeout=0.3)) == ["email", "push"]
+        # One wake-up per queue that received due work and had none before (email already
+        # had a job waiting: its workers are busy or about to claim).
+        assert sorted(n.payload for n in listener.notifies(timeout=0.3)) == ["push"]
 
 
 @pytest.mark.django_db(transaction=True)
@@ -334,9 +335,9 @@ def test_enqueues_waiting_on_a_holder_that_rolls_back_make_exactly_one_job() -> 
 @pytest.mark.django_db
 def test_enqueue_many_inserts_every_job_in_one_statement(statements: list[str]) -> None:
     results = basic.add.enqueue_many(([i, i], {}) for i in range(500))
-    # One COPY of every row, then one statement that wakes the workers.
+    # One statement that wakes the workers (sent at commit), then one COPY of every row.
     assert len(inserts(statements)) == 1 and inserts(statements)[0].startswith("COPY jobs_job")
-    assert len(statements) == 2 and "pg_notify" in statements[1]
+    assert len(statements) == 2 and "pg_notify" in statements[0]
     assert [r.args for r in results] == [[i, i] for i in range(500)]
     assert len({r.id for r in results}) == 500
     stored = dict(Job.objects.values_list("id", "args"))
@@ -455,7 +456,7 @@ def test_a_payload_over_the_size_limit_is_refused() -> None:
 @pytest.mark.parametrize(
     ("options", "message"),
     [
-        ({"queue_name": "nope"}, "Queue 'nope' is not valid for backend."),
+        ({"queue_name": "nope"}, "unknown queue 'nope'; configured queues: default, email, low, push (JOBS_QUEUES)"),
         ({"priority": 101}, "priority must be a whole number between -100 and 100."),
         ({"priority": -101}, "priority must be a whole number between -100 and 100."),
         ({"priority": 1.5}, "priority must be a whole number between -100 and 100."),
@@ -582,3 +583,57 @@ def test_a_key_of_500_characters_works_twice() -> None:
     keyed = basic.record.using(dedupe_key="k" * 500)
     first, second = keyed.enqueue("a"), keyed.enqueue("b")
     assert (second.id, second.deduplicated) == (first.id, True)
+
+
+# --- wake-ups: only when a queue had nothing due ------------------------------------------
+
+
+def _notifications(listener: psycopg.Connection) -> list[str]:
+    listener.execute("SELECT 1")
+    return [n.payload for n in listener.notifies(timeout=0.2)]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_workers_are_woken_only_when_a_queue_gets_its_first_due_job() -> None:
+    with connect(application_name="test-listener") as listener:
+        listener.execute("LISTEN jobs_queued")
+        basic.add.enqueue(1, 2)
+        assert _notifications(listener) == ["default"]
+        # Due jobs wait already: whoever takes them claims again, no wake-up needed.
+        basic.add.enqueue(3, 4)
+        basic.add.enqueue_many([((n, n), {}) for n in range(60)])
+        basic.add.using(dedupe_key="k").enqueue(5, 6)
+        assert _notifications(listener) == []
+        # Another queue, empty: woken; a delayed job: not due, no wake-up (the promoter
+        # wakes the workers when it comes due).
+        basic.add.using(queue_name="email").enqueue(1, 1)
+        basic.add.using(queue_name="low", run_after=timezone.now() + timedelta(hours=1)).enqueue(1, 1)
+        assert _notifications(listener) == ["email"]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: basic.add.enqueue(1, 2, 3), "too many positional arguments"),
+        (lambda: basic.add.enqueue(1, 2, c=3), "unexpected keyword argument 'c'"),
+        (lambda: basic.add.enqueue(1), "missing a required argument: 'b'"),
+        (
+            lambda: basic.record.enqueue(("a", "tuple")),
+            "is a tuple, which the handler would get back as a list",
+        ),
+        (lambda: basic.add.enqueue_many([((1, 2), {}), ((1, 2, 3), {})]), "too many positional arguments"),
+    ],
+)
+def test_arguments_that_do_not_fit_the_task_fail_at_enqueue(call: Any, message: str) -> None:
+    with pytest.raises(InvalidPayload, match=message):
+        call()
+    assert not Job.objects.exists()
+
+
+@pytest.mark.django_db
+def test_an_unknown_queue_names_the_configured_ones() -> None:
+    with pytest.raises(
+        InvalidTask, match=r"unknown queue 'emial'; configured queues: default, email, low, push"
+    ):
+        basic.add.using(queue_name="emial")

@@ -7,10 +7,13 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from jobs.conf import jobs_settings
 from jobs.worker import QueueSpecError, WorkerConfig, parse_queues, run_worker
-from jobs.worker.reload import is_reloaded_child, run_with_reload
 
 
 class Command(BaseCommand):
+    # System checks load every URLconf and view module (for the web): seconds of start-up a
+    # worker does not need. Run `manage.py check` on deploy as for the web.
+    requires_system_checks: list[str] = []
+
     help = "Run jobs: a supervisor process with --concurrency executor processes."
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -117,6 +120,8 @@ class Command(BaseCommand):
             threads=options["threads"],
             async_concurrency=options["async_concurrency"],
         )
+        from jobs.worker.reload import is_reloaded_child, run_with_reload
+
         if options["reload"] and not is_reloaded_child():
             raise SystemExit(run_with_reload(root=Path(getattr(settings, "BASE_DIR", Path.cwd()))))
         raise SystemExit(run_worker(config))
