@@ -456,7 +456,7 @@ def test_a_payload_over_the_size_limit_is_refused() -> None:
 @pytest.mark.parametrize(
     ("options", "message"),
     [
-        ({"queue_name": "nope"}, "unknown queue 'nope'; configured queues: default, email, low, push (JOBS_QUEUES)"),
+        ({"queue_name": "nope"}, "unknown queue 'nope'; configured queues: default, email, low, push"),
         ({"priority": 101}, "priority must be a whole number between -100 and 100."),
         ({"priority": -101}, "priority must be a whole number between -100 and 100."),
         ({"priority": 1.5}, "priority must be a whole number between -100 and 100."),
