@@ -306,6 +306,8 @@ LOGGING = {
     "loggers": {
         "django.tasks": {"level": "WARNING"},
         "jobs": {"level": env.str("JOBS_LOG_LEVEL", default=LOG_LEVEL), "propagate": True},
+        # One line per finished job: successes at INFO, retries at WARNING, dead at ERROR.
+        "jobs.job": {"level": env.str("JOBS_JOB_LOG_LEVEL", default="INFO" if DEBUG else "WARNING")},
         # Axes logs each failed login (username and IP, never the password) as a warning.
         "axes": {"level": env.str("AXES_LOG_LEVEL", default="WARNING")},
         # PUSH: httpx logs each request's URL at INFO, and APNs URLs carry device tokens.

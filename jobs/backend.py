@@ -166,8 +166,7 @@ class PostgresBackend(BaseTaskBackend):
     def validate_task(self, task: Task) -> None:
         if self.queues and task.queue_name not in self.queues:
             raise InvalidTask(
-                f"unknown queue {task.queue_name!r}; configured queues: {', '.join(sorted(self.queues))} "
-                f"(JOBS_QUEUES)"
+                f"unknown queue {task.queue_name!r}; configured queues: {', '.join(sorted(self.queues))}"
             )
         super().validate_task(task)
         if not isinstance(task, JobTask):
@@ -338,7 +337,7 @@ class PostgresBackend(BaseTaskBackend):
             # =false keeps it off (PgBouncer older than 1.21 in transaction mode).
             raw.prepare_threshold = 5
         with psycopg.Cursor(raw) as cursor:
-            outcome = store.insert_jobs(cursor, rows, prepare=prepare)
+            outcome = store.insert_jobs(cursor, rows, prepare=prepare, lapse=self._lapse_running_holders)
         # Jobs that a dedupe key led back to, read in one query however many there are.
         held = {job_id for job_id, created in outcome if not created}
         existing = (
@@ -356,6 +355,24 @@ class PostgresBackend(BaseTaskBackend):
                 if not result.deduplicated:
                     signals.task_enqueued.send(sender=type(self), task_result=result)
         return results
+
+    def _lapse_running_holders(self, ids: list[uuid.UUID], now: datetime | None) -> None:
+        """Mark running jobs whose dedupe window has passed lapsed, committed at once on a
+        connection of its own (see store.insert_jobs). Rows locked this moment (a
+        heartbeat, an outcome) are skipped: insert_jobs tries again."""
+        from .worker.db import connect
+
+        with connect(self.database, application_name="jobs-enqueue") as side:
+            side.execute(
+                """
+                UPDATE jobs_job SET dedupe_lapsed = true
+                WHERE id IN (SELECT id FROM jobs_job
+                             WHERE id = ANY(%(ids)s::uuid[]) AND NOT dedupe_lapsed
+                               AND dedupe_until <= coalesce(%(now)s, statement_timestamp())
+                             FOR UPDATE SKIP LOCKED)
+                """,
+                {"ids": ids, "now": now},
+            )
 
     def _fresh_result(
         self, task: Task, job_id: uuid.UUID, args: Sequence[Any], kwargs: dict[str, Any]

@@ -131,16 +131,13 @@ class Job(models.Model):
                 name="jobs_job_claimable",
                 condition=models.Q(state=State.QUEUED),
             ),
-            # The reaper: running jobs by lease expiry.
+            # The reaper: running jobs by lease expiry. Running rows are few (what the
+            # workers hold), so statements by claim token (release, settling a dead
+            # executor) walk this one too rather than keep an index of their own, which
+            # every claim would have to write.
             models.Index(
                 fields=["lease_expires_at"],
                 name="jobs_job_lease",
-                condition=models.Q(state=State.RUNNING),
-            ),
-            # The heartbeat: running jobs by claim token.
-            models.Index(
-                fields=["worker_id"],
-                name="jobs_job_worker",
                 condition=models.Q(state=State.RUNNING),
             ),
             # A user's own jobs (reports, imports, the email API's clients).

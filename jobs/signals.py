@@ -33,9 +33,22 @@ _DJANGO_OWN = {
 }
 
 
+# signal -> (its receivers list as it was, whether anything but Django's own listens).
+_observed: dict[int, tuple[tuple[int, ...], bool]] = {}
+
+
 def observed(signal: Signal) -> bool:
-    """Whether anything but Django's own logging receivers listens to ``signal``."""
-    return any(lookup_key[0] not in _DJANGO_OWN for lookup_key, *_ in signal.receivers)
+    """Whether anything but Django's own logging receivers listens to ``signal``. Asked for
+    every job, so the answer is kept until a receiver is connected or disconnected."""
+    receivers = signal.receivers
+    known = _observed.get(id(signal))
+    # connect() and disconnect() replace entries of the list: their ids say what changed.
+    stamp = tuple(id(entry) for entry in receivers)
+    if known is not None and known[0] == stamp:
+        return known[1]
+    answer = any(lookup_key[0] not in _DJANGO_OWN for lookup_key, *_ in receivers)
+    _observed[id(signal)] = (stamp, answer)
+    return answer
 
 
 def send_finished_robust(

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from .statements import NOTIFY_CHANNEL, sql
+
+# Marks running dedupe holders lapsed on a connection of its own: (ids, now) -> None.
+Lapse = Callable[[list[uuid.UUID], datetime | None], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,11 +66,13 @@ def insert_jobs(
     notify: bool = True,
     now: datetime | None = None,
     prepare: bool = False,
+    lapse: Lapse | None = None,
 ) -> list[tuple[uuid.UUID, bool]]:
     """Insert jobs; return, in input order, (id, created) for each.
 
     ``created`` is False where a dedupe key was held by an unfinished job: the id is then
-    that job's. A holder whose window has passed is marked lapsed and a new job inserted.
+    that job's. A holder whose window has passed is marked lapsed and a new job inserted;
+    ``lapse(ids, now)``, if given, marks running holders outside the caller's transaction.
     """
     if len(jobs) == 1 and jobs[0].dedupe_key is None:
         # The common call: one job, nothing to deduplicate.
@@ -82,7 +88,7 @@ def insert_jobs(
         pending = [(index, job) for index, job in pending if job.dedupe_key is not None]
     # Each round either inserts a row or finds its holder; a holder that finishes or
     # lapses between the INSERT and the look-up sends the row round once more.
-    for _ in range(5):
+    for attempt in range(5):
         if not pending:
             break
         if len(pending) == 1:
@@ -107,7 +113,10 @@ def insert_jobs(
                 result[index] = (job.id, True)
             else:
                 conflicted.append((index, job))
-        pending = _resolve_dedupe_conflicts(cursor, conflicted, result, now)
+        pending = _resolve_dedupe_conflicts(cursor, conflicted, result, now, lapse)
+        if pending:
+            # A holder that was locked for a moment (its heartbeat, its outcome): again soon.
+            time.sleep(0.005 * 2**attempt)
     if pending:
         raise RuntimeError("dedupe conflicts did not settle after 5 rounds")
     return [result[i] for i in range(len(jobs))]
@@ -201,6 +210,7 @@ def _resolve_dedupe_conflicts(
     conflicted: list[tuple[int, NewJob]],
     result: dict[int, tuple[uuid.UUID, bool]],
     now: datetime | None,
+    lapse: Lapse | None,
 ) -> list[tuple[int, NewJob]]:
     if not conflicted:
         return []
@@ -208,20 +218,28 @@ def _resolve_dedupe_conflicts(
     cursor.execute(
         """
         SELECT dedupe_key, id, dedupe_until IS NOT NULL
-                               AND dedupe_until <= coalesce(%(now)s, statement_timestamp())
+                               AND dedupe_until <= coalesce(%(now)s, statement_timestamp()),
+               state = 'running'
         FROM jobs_job
         WHERE dedupe_key = ANY(%(keys)s::text[]) AND NOT dedupe_lapsed
           AND state IN ('scheduled', 'queued', 'running')
         """,
         {"keys": keys, "now": now},
     )
-    holders = {key: (job_id, lapsed) for key, job_id, lapsed in cursor.fetchall()}
-    lapsed_ids = [job_id for job_id, lapsed in holders.values() if lapsed]
-    if lapsed_ids:
+    found = cursor.fetchall()
+    holders = {key: (job_id, lapsed) for key, job_id, lapsed, _ in found}
+    here = [job_id for _, job_id, lapsed, running in found if lapsed and not (running and lapse)]
+    elsewhere = [job_id for _, job_id, lapsed, running in found if lapsed and running and lapse]
+    if here:
         cursor.execute(
             "UPDATE jobs_job SET dedupe_lapsed = true WHERE id = ANY(%(ids)s::uuid[])",
-            {"ids": lapsed_ids},
+            {"ids": here},
         )
+    if elsewhere and lapse is not None:
+        # A running holder's row must not stay locked by this caller's transaction: its
+        # worker's heartbeat would skip it until the caller commits. Marked on a connection
+        # of its own, committed at once (a lapsed window is lapsed whatever the caller does).
+        lapse(elsewhere, now)
     retry = []
     for index, job in conflicted:
         holder = holders.get(job.dedupe_key)

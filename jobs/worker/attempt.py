@@ -37,6 +37,12 @@ from ..store import Claimed
 from .config import WorkerConfig
 
 logger = logging.getLogger("jobs.worker")
+# One line per finished attempt: succeeded, snoozed or waiting at INFO, retried at WARNING,
+# dead at ERROR. Its level is JOBS_JOB_LOG_LEVEL (settings.LOGGING): WARNING by default,
+# so failures show and successes do not (a line per job costs about half of a no-op
+# job's throughput); INFO shows every job (the default with DEBUG=true).
+job_logger = logging.getLogger("jobs.job")
+_LEVELS = {"dead": logging.ERROR, "retry": logging.WARNING}
 
 
 @dataclass(slots=True)
@@ -145,7 +151,8 @@ class Attempts:
             result = check_result(value)
         except JobsError as exc:
             return self.failed(row, exc, begun.started, begun=begun)
-        outcome = {"id": str(row.id), "attempt": row.attempt, "state": "succeeded", "result": result}
+        # The id stays a UUID: it becomes text once, in the batch's JSON (feeder.py).
+        outcome = {"id": row.id, "attempt": row.attempt, "state": "succeeded", "result": result}
         self._log(row, begun.started, "succeeded")
         if begun.running is not None and signals.observed(signals.task_finished):
             _send_finished(begun, value=value)
@@ -160,7 +167,7 @@ class Attempts:
         except BaseException as failure:
             logger.exception("event=outcome_error job=%s", row.id)
             return {
-                "id": str(row.id),
+                "id": row.id,
                 "attempt": row.attempt,
                 "state": "dead",
                 "error": error_record(failure),
@@ -169,7 +176,7 @@ class Attempts:
     def _failed(
         self, row: Claimed, error: BaseException, started: float, begun: Begun | None
     ) -> dict[str, Any]:
-        outcome: dict[str, Any] = {"id": str(row.id), "attempt": row.attempt}
+        outcome: dict[str, Any] = {"id": row.id, "attempt": row.attempt}
         if isinstance(error, UnknownTask):
             return self._unknown_task(row, error, started, outcome)
         if begun is None and isinstance(error, JobsError):
@@ -219,8 +226,8 @@ class Attempts:
         self, row: Claimed, started: float, outcome: str, error: BaseException | None = None, reason: str = ""
     ) -> None:
         self.jobs_done += 1
-        level = logging.WARNING if outcome == "dead" else logging.INFO
-        if not logger.isEnabledFor(level):
+        level = _LEVELS.get(outcome, logging.INFO)
+        if not job_logger.isEnabledFor(level):
             return
         line = (
             f"job={row.id} task={row.task_path} queue={row.queue_name} "
@@ -231,7 +238,7 @@ class Attempts:
             line += f" error={type(error).__name__}: {_short(error)!r}"
         if reason:
             line += f" reason={reason!r}"
-        logger.log(level, line)
+        job_logger.log(level, line)
 
 
 def policy_from_row(

@@ -6,6 +6,7 @@ control over reconnects. Handlers use Django's ORM as usual, on Django's connect
 
 from __future__ import annotations
 
+import json
 import logging
 import random
 import time
@@ -14,6 +15,7 @@ from typing import Any, TypeVar
 
 import psycopg
 from django.conf import settings
+from psycopg.types.json import set_json_loads
 
 from ..conf import jobs_settings
 
@@ -68,7 +70,18 @@ def connect(database: str = "default", *, application_name: str = "jobs", **libp
     # The claim and outcome statements repeat all day: psycopg prepares them after a few
     # runs, unless a pooler in transaction mode cannot track prepared statements.
     prepare_threshold = 5 if jobs_settings().PREPARED_STATEMENTS else None
-    return psycopg.connect(autocommit=True, prepare_threshold=prepare_threshold, **params)
+    conn = psycopg.connect(autocommit=True, prepare_threshold=prepare_threshold, **params)
+    set_json_loads(_loads, conn)
+    return conn
+
+
+def _loads(data: bytes | bytearray | memoryview) -> Any:
+    """jsonb as the worker reads it: most jobs have no args or no kwargs at all."""
+    if data == b"[]":
+        return []
+    if data == b"{}":
+        return {}
+    return json.loads(data)
 
 
 class Connection:

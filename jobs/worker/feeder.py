@@ -133,26 +133,26 @@ class Feeder:
 
     # --- called by lanes (any thread) --------------------------------------------------
 
-    def take(self, lane: Lane, *, block: bool = True) -> Claimed | None:
-        """The next row for ``lane``, or None when the executor stops (or, without
-        ``block``, when nothing waits). The caller starts it at once."""
+    def take(self, lane: Lane, entry: int, *, block: bool = True) -> tuple[Claimed, float] | None:
+        """The next row for ``lane``, started in lane slot ``entry`` now (returns the row
+        and the start time), or None when the executor stops (or, without ``block``, when
+        nothing waits). The caller writes its slot entry before anything of it runs."""
         with self.cv:
             while not lane.waiting:
                 if self.finished_all or not block:
                     return None
                 self.cv.wait()
-            return lane.waiting.popleft()
-
-    def started(self, lane: Lane, entry: int, row: Claimed, at: float) -> None:
-        with self.cv:
+            row = lane.waiting.popleft()
+            at = time.monotonic()
             lane.running[entry] = (row, at)
             self.started_jobs += 1
-            slow = self.task_time.get(row.task_path, 0.0) > self.config.prefetch_horizon
-            if slow and lane.name == INLINE and lane.waiting:
+            slow = lane.waiting and self.task_time.get(row.task_path, 0.0) > self.config.prefetch_horizon
+            if slow and lane.name == INLINE:
                 # A task known to outlast the horizon: what waits behind it goes now.
                 self._give_back_locked(lane, reason="behind_slow_task")
         if slow:
             self._poke()
+        return row, at
 
     def mark_now(self, row: Claimed) -> None:
         """Write this attempt's start (and every finished outcome) before it runs."""
@@ -168,7 +168,8 @@ class Feeder:
         """An attempt ended: queue its outcome and free its slot."""
         with self.cv:
             row, _ = lane.running.pop(entry)
-            self.marked.discard((row.id, row.attempt))
+            if self.marked:
+                self.marked.discard((row.id, row.attempt))
             if not self.pending:
                 self.pending_since = time.monotonic()
             self.pending.append(outcome)
@@ -192,6 +193,7 @@ class Feeder:
         task met by the inline lane): it starts there next, ahead of that lane's queue."""
         with self.cv:
             lane.running.pop(entry, None)
+            self.started_jobs -= 1
             self.lane_of_task[row.task_path] = to
             self.lane_of_queue[row.queue_name] = to
             target = self.lanes[to]
@@ -329,7 +331,7 @@ class Feeder:
             self.writing = []
         if len(changed) != len(outcomes):
             for outcome in outcomes:
-                if uuid.UUID(str(outcome["id"])) not in changed:
+                if _as_uuid(outcome["id"]) not in changed:
                     logger.warning(
                         "event=outcome_dropped job=%s attempt=%s reason=claim_superseded",
                         outcome["id"],
@@ -613,6 +615,10 @@ class Feeder:
         for fd in (self.poke_r, self.poke_w):
             with contextlib.suppress(OSError):
                 os.close(fd)
+
+
+def _as_uuid(value: uuid.UUID | str) -> uuid.UUID:
+    return value if isinstance(value, uuid.UUID) else uuid.UUID(value)
 
 
 def _release(cursor: Any, *, worker: uuid.UUID, ids: list[uuid.UUID]) -> list[uuid.UUID]:

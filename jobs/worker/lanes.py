@@ -38,6 +38,10 @@ from .slots import SlotTable
 
 logger = logging.getLogger("jobs.worker")
 
+# Handlers' Django connections are looked at after every failed job and at least this
+# often (seconds) otherwise.
+CONNECTION_CHECK_EVERY = 0.25
+
 
 @dataclass
 class Context:
@@ -101,23 +105,22 @@ class _BlockingLane:
         self.ctx = ctx
         self.lane = lane
         self.has_async_lane = ASYNC in ctx.feeder.lanes
+        self.next_connection_check = 0.0
 
     def serve(self, entry: int) -> None:
         feeder = self.ctx.feeder
         while True:
-            row = feeder.take(self.lane)
-            if row is None:
+            taken = feeder.take(self.lane, entry)
+            if taken is None:
                 return
-            self.run_one(entry, row)
+            self.run_one(entry, *taken)
 
-    def run_one(self, entry: int, row: Claimed) -> None:
+    def run_one(self, entry: int, row: Claimed, started: float) -> None:
         ctx = self.ctx
-        started = time.monotonic()
         deadline = started + row.timeout if row.timeout else 0.0
         # Before anything of the job runs: an import that exits or crashes the process
         # still counts as this attempt (the supervisor reads the entry).
         ctx.slots.start(ctx.index, entry, row.id, row.attempt, started, deadline, row.lease_seconds)
-        ctx.feeder.started(self.lane, entry, row, started)
         moved = False
         try:
             if row.handbacks or row.attempt > 1:
@@ -139,9 +142,13 @@ class _BlockingLane:
                 outcome = finish_attempt(ctx.attempts, begun, lambda b: self.call(b, row))
         finally:
             ctx.slots.clear(ctx.index, entry)
-            if not moved:
-                close_old_connections()
-        ctx.feeder.finished(self.lane, entry, outcome, time.monotonic() - started)
+        finished = time.monotonic()
+        if not moved and (outcome["state"] != "succeeded" or finished >= self.next_connection_check):
+            # A handler may leave its Django connection broken: after a failure, and a few
+            # times a second otherwise (a check per job costs more than a no-op handler).
+            self.next_connection_check = finished + CONNECTION_CHECK_EVERY
+            close_old_connections()
+        ctx.feeder.finished(self.lane, entry, outcome, finished - started)
 
     def call(self, begun: Begun, row: Claimed) -> Any:
         return call_blocking(begun)
@@ -259,22 +266,21 @@ class AsyncLane:
     def _fill(self) -> None:
         feeder = self.ctx.feeder
         while self.free:
-            row = feeder.take(self.lane, block=False)
-            if row is None:
+            entry = self.free[-1]
+            taken = feeder.take(self.lane, entry, block=False)
+            if taken is None:
                 break
-            entry = self.free.pop()
-            task = self.loop.create_task(self._attempt(entry, row))
+            self.free.pop()
+            task = self.loop.create_task(self._attempt(entry, *taken))
             self.tasks.add(task)
             task.add_done_callback(self.tasks.discard)
         if feeder.finished_all and not self.tasks:
             self.loop.stop()
 
-    async def _attempt(self, entry: int, row: Claimed) -> None:
+    async def _attempt(self, entry: int, row: Claimed, started: float) -> None:
         ctx = self.ctx
-        started = time.monotonic()
         deadline = started + row.timeout if row.timeout else 0.0
         ctx.slots.start(ctx.index, entry, row.id, row.attempt, started, deadline, row.lease_seconds)
-        ctx.feeder.started(self.lane, entry, row, started)
         try:
             if row.handbacks or row.attempt > 1:
                 await asyncio.get_running_loop().run_in_executor(None, ctx.feeder.mark_now, row)

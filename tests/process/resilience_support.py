@@ -28,6 +28,7 @@ FAST = {
     "JOBS_BACKOFF_BASE": "0.1",
     "JOBS_BACKOFF_CAP": "0.2",
     "JOBS_LOG_LEVEL": "INFO",
+    "JOBS_JOB_LOG_LEVEL": "INFO",
 }
 
 

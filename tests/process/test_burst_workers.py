@@ -25,7 +25,8 @@ def start_worker(**env: str) -> subprocess.Popen[str]:
         "--burst",
         "--concurrency",
         "1",
-        env=subprocess_env(**env),
+        # One log line per job, as the tests read them.
+        env=subprocess_env(**{"JOBS_JOB_LOG_LEVEL": "INFO", **env}),
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
     )

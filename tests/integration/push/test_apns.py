@@ -320,4 +320,4 @@ def test_a_job_whose_argument_is_not_a_delivery_id_ends_dead_with_the_reason(liv
     [outcome] = run_push()
     assert outcome["state"] == "dead"
     assert "'not-a-uuid' is not a delivery id" in outcome["error"]["message"]
-    assert str(result.id) == outcome["id"]
+    assert result.id == str(outcome["id"])
