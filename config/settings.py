@@ -150,6 +150,24 @@ JOBS = {
     "SCHEDULER_CATCHUP_LIMIT": env.int("JOBS_SCHEDULER_CATCHUP_LIMIT", default=100),
     # Fire records (one per schedule and slot) are kept this long (seconds).
     "RETENTION_FIRE_RECORDS": env.float("JOBS_RETENTION_FIRE_RECORDS", default=30 * 86400),
+    # Named rate/concurrency limits, shared by every task that says @task(limit="name"),
+    # across all workers (jobs/limits.py). The console can change them at run time.
+    "LIMITS": {
+        # The email provider's request rate (Resend allows 100 requests/s).
+        "email": {
+            "rate": env.str("JOBS_LIMIT_EMAIL_RATE", default="100/s"),
+            "burst": env.int("JOBS_LIMIT_EMAIL_BURST", default=10),
+        },
+        # Apple's and Google's push services: generous, to stay clear of their throttling.
+        "apns": {
+            "rate": env.str("JOBS_LIMIT_APNS_RATE", default="1000/s"),
+            "burst": env.int("JOBS_LIMIT_APNS_BURST", default=100),
+        },
+        "fcm": {
+            "rate": env.str("JOBS_LIMIT_FCM_RATE", default="1000/s"),
+            "burst": env.int("JOBS_LIMIT_FCM_BURST", default=100),
+        },
+    },
     # Schedules declared here, synced into the database when a scheduler starts:
     # {"name": {"task": "app.tasks.fn", "cron": "0 3 * * *", ...}}; None drops a built-in.
     "SCHEDULES": {},

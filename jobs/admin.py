@@ -122,4 +122,5 @@ class WorkerAdmin(admin.ModelAdmin):
         return False
 
 
+from .limits_admin import LimitAdmin  # noqa: E402, F401
 from .scheduler import admin as schedule_admin  # noqa: E402, F401

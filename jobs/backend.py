@@ -21,11 +21,12 @@ from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
-from . import signals, store
+from . import limits, signals, store
 from .conf import MAX_LEASE_SECONDS, JobsSettings, jobs_settings
 from .exceptions import BadTaskOptions, InvalidPayload
 from .ids import uuid7
-from .models import Job
+from .limits import InvalidLimit, LimitSpec, task_limit_name
+from .models import Job, Limit
 from .ownership import MAX_OWNER_LENGTH, owner_key
 from .payloads import ArgumentCheck, dump_payload, unstorable_text
 from .retry import RetryPolicy
@@ -39,7 +40,7 @@ MAX_TRACE_ID_LENGTH = 200
 JOB_OPTIONS = (
     "max_attempts", "backoff_base", "backoff_cap", "jitter", "timeout", "soft_timeout",
     "lease_seconds", "non_retryable", "dedupe_key", "dedupe_window", "trace_id",
-    "owner", "public", "expires_at",
+    "owner", "public", "expires_at", "rate_limit", "burst", "concurrency_limit", "limit", "limit_key",
 )  # fmt: skip
 
 
@@ -68,6 +69,14 @@ class JobTask(Task):
     public: bool = False
     # Not-started deadline: a job that would start after it ends expired, never run.
     expires_at: datetime | None = None
+    # A limit of the task's own ("100/s", "30/m", "500/h"; extra starts after an idle spell;
+    # jobs running at once), or a named one (JOBS["LIMITS"] or the console), and the key
+    # whose budget a job uses when the limit has one per key (jobs/limits.py).
+    rate_limit: str | float | None = None
+    burst: int | None = None
+    concurrency_limit: int | None = None
+    limit: str | None = None
+    limit_key: str | None = None
 
     def using(self, **changes: Any) -> JobTask:
         """Django's ``using`` plus this queue's options, e.g. ``using(dedupe_key=...)``."""
@@ -140,6 +149,7 @@ class _Template:
     soft_timeout: float | None
     non_retryable: tuple[str, ...]
     arguments: ArgumentCheck
+    limit_name: str | None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -217,11 +227,59 @@ class PostgresBackend(BaseTaskBackend):
             )
         if not isinstance(task.public, bool):
             raise InvalidTask("public must be True or False.")
+        self._validate_limit(task)
         if task.expires_at is not None:
             if not isinstance(task.expires_at, datetime):
                 raise InvalidTask("expires_at must be a datetime.")
             if timezone.is_naive(task.expires_at):
                 raise InvalidTask("expires_at must be an aware datetime (naive ones are ambiguous).")
+
+    def _validate_limit(self, task: JobTask) -> None:
+        own = task.rate_limit is not None or task.concurrency_limit is not None or task.burst is not None
+        if own and task.limit is not None:
+            raise InvalidTask(
+                "a task has either limits of its own (rate_limit, concurrency_limit) or limit=, not both."
+            )
+        if task.burst is not None and task.rate_limit is None:
+            raise InvalidTask("burst needs a rate_limit.")
+        if own:
+            try:
+                LimitSpec.build(
+                    task_limit_name(task.module_path), rate=task.rate_limit, burst=task.burst,
+                    concurrency=task.concurrency_limit,
+                )  # fmt: skip
+            except InvalidLimit as exc:
+                raise InvalidTask(str(exc)) from exc
+        if task.limit is not None and not (isinstance(task.limit, str) and task.limit):
+            raise InvalidTask(f"limit names a limit (a non-empty string), not {task.limit!r}.")
+        if task.limit_key is not None:
+            if task.limit is None and not own:
+                raise InvalidTask("limit_key needs a limit (limit=, rate_limit= or concurrency_limit=).")
+            if not _bounded_text(task.limit_key, MAX_DEDUPE_KEY_LENGTH):
+                raise InvalidTask(
+                    f"limit_key must be a non-empty string of at most {MAX_DEDUPE_KEY_LENGTH} characters."
+                )
+
+    def _limit_of(self, options: JobTask) -> str | None:
+        """The name of the limit the task's jobs are under, made sure to exist in the
+        database (registered once per process, on a connection of its own)."""
+        if options.rate_limit is not None or options.concurrency_limit is not None:
+            spec = LimitSpec.build(
+                task_limit_name(options.module_path), rate=options.rate_limit, burst=options.burst,
+                concurrency=options.concurrency_limit,
+            )  # fmt: skip
+            limits.registry.ensure(self.database, spec, source="code")
+            return spec.name
+        if options.limit is None:
+            return None
+        declared = limits.settings_limits().get(options.limit)
+        if declared is not None:
+            limits.registry.ensure(self.database, declared, source="settings")
+        elif not Limit.objects.using(self.database).filter(name=options.limit).exists():
+            raise InvalidTask(
+                f"unknown limit {options.limit!r}: declare it in JOBS_LIMITS (settings) or in the console"
+            )
+        return options.limit
 
     def _template(self, task: Task) -> _Template:
         """What every job of this task shares, worked out once per distinct set of options
@@ -231,7 +289,8 @@ class PostgresBackend(BaseTaskBackend):
         key = (
             task.func, task.queue_name, task.priority, task.takes_context, options.max_attempts,
             options.timeout, options.lease_seconds, options.backoff_base, options.backoff_cap,
-            options.jitter, options.soft_timeout, tuple(options.non_retryable),
+            options.jitter, options.soft_timeout, tuple(options.non_retryable), options.rate_limit,
+            options.burst, options.concurrency_limit, options.limit,
         )  # fmt: skip
         template = self._templates.get(key)
         if template is not None and template.conf is conf:
@@ -259,6 +318,7 @@ class PostgresBackend(BaseTaskBackend):
             soft_timeout=options.soft_timeout,
             non_retryable=non_retryable,
             arguments=ArgumentCheck(task.func, takes_context=task.takes_context),
+            limit_name=self._limit_of(options),
         )
         if len(self._templates) >= 1024:
             self._templates.clear()
@@ -304,6 +364,8 @@ class PostgresBackend(BaseTaskBackend):
             owner=(options.owner if options else None) or "",
             public=options.public if options else False,
             expires_at=options.expires_at if options else None,
+            limit_name=template.limit_name,
+            limit_key=(options.limit_key if options else None) or "",
         )
 
     # --- enqueue ----------------------------------------------------------------------

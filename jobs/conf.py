@@ -42,6 +42,9 @@ class JobsSettings:
     # Code-declared schedules: name -> options (see jobs/scheduler/declared.py), or None to
     # drop a built-in or app-declared schedule of that name.
     SCHEDULES: Mapping[str, Mapping[str, Any] | None] = field(default_factory=dict)
+    # Named rate/concurrency limits: name -> {"rate": "100/s", "burst": 10,
+    # "concurrency": 5, "per_key": False} (jobs/limits.py).
+    LIMITS: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     # Enqueue prepares its INSERT once per connection. Turn off behind a pooler in
     # transaction mode that does not track prepared statements (PgBouncer < 1.21).
     PREPARED_STATEMENTS: bool = True

@@ -57,3 +57,14 @@ def manage(*args: str, env: dict[str, str] | None = None, **popen: object) -> su
         text=True,
         **popen,
     )
+
+
+@pytest.fixture(autouse=True)
+def _limits_registered_afresh() -> Iterator[None]:
+    """Transactional tests flush jobs_limit; the process must not keep believing the
+    limits it registered are still there."""
+    from jobs.limits import registry
+
+    registry.forget()
+    yield
+    registry.forget()

@@ -177,8 +177,9 @@ def run_due(
     with connection.cursor() as cursor:
         store.promote(cursor, now=now)
         rows = store.claim(cursor, worker=token, queues=list(queues), limit=limit, now=now)
-    # Expired rows (claimed after their deadline) were settled by the claim itself.
-    outcomes = [run_attempt(attempts, row, time.monotonic()) for row in rows if not row.expired]
+    # Rows claimed after their deadline (expired) or kept waiting by a limit were settled by
+    # the claim itself.
+    outcomes = [run_attempt(attempts, row, time.monotonic()) for row in rows if row.decision == "start"]
     if not connection.in_atomic_block:
         close_old_connections()
     with connection.cursor() as cursor:

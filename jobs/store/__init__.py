@@ -27,11 +27,11 @@ from .claims import (
     release,
 )
 from .enqueue import COPY_THRESHOLD, NewJob, insert_jobs
-from .operator import cancel, discard, prune, replay, run_now
+from .operator import cancel, discard, limit_changed, prune, replay, run_now
 from .statements import NOTIFY_CHANNEL, sql
 
 __all__ = [
     "COPY_THRESHOLD", "NOTIFY_CHANNEL", "REAP_GRACE", "Claimed", "Due", "NewJob", "Reaped", "cancel",
-    "claim", "discard", "extend_leases", "insert_jobs", "next_due", "promote", "prune", "reap",
-    "reap_token", "record_outcomes", "release", "replay", "run_now", "sql",
+    "claim", "discard", "extend_leases", "insert_jobs", "limit_changed", "next_due", "promote", "prune",
+    "reap", "reap_token", "record_outcomes", "release", "replay", "run_now", "sql",
 ]  # fmt: skip

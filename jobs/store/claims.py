@@ -42,6 +42,9 @@ class Claimed(NamedTuple):
     backoff_cap: float | None
     non_retryable: list[str]
     created_at: datetime
+    # What the claim did with it: "start" (run it), "expire" (ended expired), or
+    # "wait_rate"/"wait_concurrency" (a limit kept it waiting, as 'scheduled').
+    decision: str = "start"
 
 
 class Reaped(NamedTuple):

@@ -41,6 +41,8 @@ class NewJob:
     owner: str = ""
     public: bool = False
     expires_at: datetime | None = None
+    limit_name: str | None = None
+    limit_key: str = ""
 
     def is_plain(self) -> bool:
         """No options of its own: every column but the basics takes its default."""
@@ -49,6 +51,7 @@ class NewJob:
             and self.backoff_base is None and self.backoff_cap is None and self.jitter is None
             and self.soft_timeout is None and not self.non_retryable and not self.owner
             and not self.public and self.expires_at is None and self.dedupe_key is None
+            and self.limit_name is None
         )  # fmt: skip
 
 
@@ -74,30 +77,32 @@ def insert_jobs(
     that job's. A holder whose window has passed is marked lapsed and a new job inserted;
     ``lapse(ids, now)``, if given, marks running holders outside the caller's transaction.
     """
-    if len(jobs) == 1 and jobs[0].dedupe_key is None:
+    if len(jobs) == 1 and jobs[0].dedupe_key is None and jobs[0].limit_name is None:
         # The common call: one job, nothing to deduplicate.
         _insert_one(cursor, jobs[0], notify=notify, now=now, prepare=prepare)
         return [(jobs[0].id, True)]
     result: dict[int, tuple[uuid.UUID, bool]] = {}
     pending = list(enumerate(jobs))
-    keyless = [(index, job) for index, job in pending if job.dedupe_key is None]
+    # Rows under a limit go through insert.sql, which gives their keys a state row.
+    keyless = [(index, job) for index, job in pending if job.dedupe_key is None and job.limit_name is None]
     if len(keyless) >= COPY_THRESHOLD:
         # Many rows that cannot conflict: COPY is several times faster than INSERT.
         _copy_jobs(cursor, [job for _, job in keyless], notify=notify, now=now)
         result.update((index, (job.id, True)) for index, job in keyless)
-        pending = [(index, job) for index, job in pending if job.dedupe_key is not None]
+        copied = {index for index, _ in keyless}
+        pending = [(index, job) for index, job in pending if index not in copied]
     # Each round either inserts a row or finds its holder; a holder that finishes or
     # lapses between the INSERT and the look-up sends the row round once more.
     for attempt in range(5):
         if not pending:
             break
-        if len(pending) == 1:
+        if len(pending) == 1 and pending[0][1].limit_name is None:
             statement = sql("insert_one_keyed")
             params = {col: getattr(pending[0][1], col) for col in _INSERT_COLUMNS}
             params["non_retryable"] = list(pending[0][1].non_retryable)
         else:
             statement = sql("insert")
-            params = {col: [getattr(job, col) for _, job in pending] for col in _INSERT_COLUMNS}
+            params = {col: [getattr(job, col) for _, job in pending] for col in _MANY_COLUMNS}
             # unnest() cannot take an array per row: dotted paths joined by spaces instead.
             params["non_retryable"] = [" ".join(job.non_retryable) for _, job in pending]
         params["notify"] = notify
@@ -123,6 +128,7 @@ def insert_jobs(
 
 
 _ONE_COLUMNS = tuple(col for col in _INSERT_COLUMNS if col not in ("dedupe_key", "dedupe_window"))
+_MANY_COLUMNS = (*_INSERT_COLUMNS, "limit_name", "limit_key")
 
 
 _PLAIN_COLUMNS = ("id", "task_path", "queue_name", "priority", "args", "kwargs", "max_attempts", "trace_id")

@@ -105,3 +105,31 @@ def prune(*, retention: dict[State, float], now: datetime | None = None, batch: 
                 if cursor.rowcount < batch:
                     break
     return deleted
+
+
+def limit_changed(name: str) -> int:
+    """After an operator changed limit ``name``: its waiting jobs go back to the queue to be
+    decided again under the new values (a rate's set-aside start times were planned under
+    the old one), and its keys' next start times reset. Returns how many jobs were woken."""
+    from django.db import connection
+
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute(
+            """
+            WITH woken AS (
+                UPDATE jobs_job
+                SET state = 'queued', run_at = statement_timestamp(), limit_wait = '', limit_reserved = false
+                WHERE limit_name = %(name)s AND state = 'scheduled' AND limit_wait <> ''
+                RETURNING queue_name
+            ), keys AS (
+                UPDATE jobs_limit_state SET tat = statement_timestamp(), next_slot = statement_timestamp()
+                WHERE limit_name = %(name)s
+            )
+            SELECT count(*), coalesce(array_agg(DISTINCT queue_name), '{}') FROM woken
+            """,
+            {"name": name},
+        )
+        count, queues = cursor.fetchone()
+        for queue in queues:
+            cursor.execute("SELECT pg_notify('jobs_queued', %s)", [queue])
+    return int(count)

@@ -75,7 +75,7 @@ def connect(database: str = "default", *, application_name: str = "jobs", **libp
     return conn
 
 
-def _loads(data: bytes | bytearray | memoryview) -> Any:
+def _loads(data: str | bytes) -> Any:
     """jsonb as the worker reads it: most jobs have no args or no kwargs at all."""
     if data == b"[]":
         return []

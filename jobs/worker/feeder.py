@@ -405,7 +405,9 @@ class Feeder:
         runnable = []
         for row in rows:
             got[row.queue_name] = got.get(row.queue_name, 0) + 1
-            if row.expired:
+            if row.decision == "start":
+                runnable.append(row)
+            elif row.expired:
                 logger.info(
                     "event=job_expired job=%s task=%s queue=%s trace_id=%s outcome=expired",
                     row.id,
@@ -414,7 +416,8 @@ class Feeder:
                     row.trace_id,
                 )
             else:
-                runnable.append(row)
+                # A rate or concurrency limit keeps it waiting (no attempt used).
+                logger.debug("event=job_limited job=%s task=%s wait=%s", row.id, row.task_path, row.decision)
         self._distribute(runnable)
         self.shares.took(quotas, got)
         # Nothing due means nothing due only if every queue was asked; otherwise the next

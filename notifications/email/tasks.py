@@ -11,10 +11,12 @@ from .models import EmailDelivery
 
 # Retry shape shared by every email task: a mail server that is down for an hour still gets
 # the message (about 1 + 2 + 4 ... minutes, capped at 30), and an attempt that hangs is
-# killed after 60 s, well within NOTIFICATIONS_EMAIL_CLAIM_SECONDS. Named rate limits
-# (@task(limit="email")) go here too once the engine has them.
+# killed after 60 s, well within NOTIFICATIONS_EMAIL_CLAIM_SECONDS. Every email task shares
+# the provider's request rate: the named limit "email" (JOBS_LIMIT_EMAIL_RATE), across
+# all workers, so the provider's own 429s stay rare (and are still retried when they come).
 EMAIL_TASK_OPTIONS: dict[str, Any] = {
     "queue_name": "email",
+    "limit": "email",
     "max_attempts": 10,
     "backoff_base": 60.0,
     "backoff_cap": 1800.0,

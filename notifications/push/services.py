@@ -12,8 +12,11 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from . import validation
-from .models import DeliveryStatus, Device, PushDelivery, PushNotification
+from .models import DeliveryStatus, Device, Platform, PushDelivery, PushNotification
 from .tasks import send_push
+
+# The engine's named limit each platform's provider calls run under (JOBS["LIMITS"]).
+PROVIDER_LIMITS: dict[str, str] = {Platform.IOS.value: "apns", Platform.ANDROID.value: "fcm"}
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
@@ -120,7 +123,12 @@ def notification_send(
             return notification, []
         ids = [uuid.uuid4() for _ in devices]
         task = send_push.using(expires_at=content.expires_at) if content.expires_at else send_push
-        jobs = task.enqueue_many([((str(delivery_id),), {}) for delivery_id in ids])
+        # One statement for every delivery, each under its provider's limit.
+        per_platform = {platform: task.using(limit=name) for platform, name in PROVIDER_LIMITS.items()}
+        jobs = task.get_backend().bulk_enqueue(
+            (per_platform[platform], (str(delivery_id),), {})
+            for delivery_id, (_, _, platform) in zip(ids, devices, strict=True)
+        )
         deliveries = PushDelivery.objects.bulk_create(
             PushDelivery(
                 id=delivery_id,

@@ -9,8 +9,8 @@ from .exceptions import ProviderNotConfigured
 from .sending import claim_seconds, deliver
 
 
-# Named rate limits land here with the limits issue: iOS and Android deliveries will carry
-# `limit="apns"` and `limit="fcm"` (set per provider where services.notify_users enqueues).
+# iOS and Android deliveries each run under their provider's named limit, "apns" or "fcm"
+# (JOBS_LIMIT_APNS_RATE, JOBS_LIMIT_FCM_RATE), set where services.notify_users enqueues.
 @task(  # type: ignore[call-overload]  # the engine's options are not in the stubs
     queue_name="push",
     max_attempts=push_settings().MAX_ATTEMPTS,

@@ -1,0 +1,175 @@
+"""Rate and concurrency limits decided by the claim, on real PostgreSQL with a moved clock:
+the bounds hold, waiting jobs use no attempt and keep their order, a finishing job wakes the
+next, keys have their own budgets, other work flows past, and a changed limit applies at
+the next claim (issue 14)."""
+
+from __future__ import annotations
+
+import itertools
+import uuid
+from collections.abc import Iterator
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.tasks.exceptions import InvalidTask
+from django.test.utils import override_settings
+from django.utils import timezone
+
+from jobs import limits, store
+from jobs.models import Job, Limit, LimitState
+from jobs.states import State
+from tests import factories
+from tests.tasks import basic, limited
+
+pytestmark = pytest.mark.django_db
+
+T0 = timezone.now().replace(microsecond=0) + timedelta(days=1)
+NAMED = {
+    "reports": {"concurrency": 1, "per_key": True},
+    "provider": {"rate": "5/s", "burst": 0},
+}
+
+
+@pytest.fixture(autouse=True)
+def named_limits() -> Iterator[None]:
+    limits.registry.forget()
+    with override_settings(JOBS={"LIMITS": NAMED}):
+        yield
+    limits.registry.forget()
+
+
+def states(ids: list[str]) -> dict[str, int]:
+    found: dict[str, int] = {}
+    for state in Job.objects.filter(id__in=ids).values_list("state", flat=True):
+        found[state] = found.get(state, 0) + 1
+    return found
+
+
+def started(ids: list[str]) -> list[Job]:
+    return list(Job.objects.filter(id__in=ids, attempt=1).order_by("started_at"))
+
+
+def test_a_rate_limit_starts_rate_plus_burst_a_second_and_sets_aside_the_rest(side_effects: None) -> None:
+    ids = [r.id for r in limited.rated.enqueue_many([((f"r{n}",), {}) for n in range(40)])]
+    factories.run_due(now=T0)
+    # Burst 2: three start at once; the rest wait for the starts the limit set aside.
+    assert states(ids) == {State.SUCCEEDED: 3, State.SCHEDULED: 37}
+    waiting = list(Job.objects.filter(state=State.SCHEDULED).order_by("run_at"))
+    assert {(j.limit_wait, j.limit_reserved, j.attempt) for j in waiting} == {("rate", True, 0)}
+    gaps = {round((b.run_at - a.run_at).total_seconds(), 3) for a, b in itertools.pairwise(waiting)}
+    assert gaps == {0.1}
+    assert waiting[0].run_at == T0 + timedelta(seconds=0.1)
+    # Wherever a one-second window falls, at most 10 + 2 start in it.
+    starts = [T0] * 3 + [j.run_at for j in waiting]
+    for first in starts:
+        assert sum(1 for t in starts if first <= t < first + timedelta(seconds=1)) <= 12
+    # As their times come, they run without consulting the rate again (and in order).
+    clock = waiting[0].run_at
+    factories.run_due(now=clock)
+    assert Job.objects.get(id=waiting[0].id).state == State.SUCCEEDED
+    assert Job.objects.get(id=waiting[1].id).state == State.SCHEDULED
+
+
+def test_a_concurrency_limit_starts_at_most_that_many_and_a_finishing_job_wakes_the_next() -> None:
+    ids = [r.id for r in limited.two_at_a_time.enqueue_many([((f"c{n}",), {}) for n in range(5)])]
+    token = uuid.uuid4()
+    with connection.cursor() as cursor:
+        claimed = store.claim(cursor, worker=token, queues=["default"], limit=10, now=T0)
+    assert sorted(row.decision for row in claimed) == ["start", "start"] + ["wait_concurrency"] * 3
+    assert states(ids) == {State.RUNNING: 2, State.SCHEDULED: 3}
+    assert LimitState.objects.get(limit_name="task:tests.tasks.limited.two_at_a_time").running == 2
+    # Nothing more starts while both run.
+    with connection.cursor() as cursor:
+        assert store.claim(cursor, worker=token, queues=["default"], limit=10, now=T0) == []
+    # One finishes: its slot goes back and the next waiting job becomes claimable at once.
+    first = next(row for row in claimed if row.decision == "start")
+    with connection.cursor() as cursor:
+        store.record_outcomes(
+            cursor, worker=token, outcomes=[{"id": str(first.id), "attempt": 1, "state": "succeeded"}]
+        )
+        again = store.claim(cursor, worker=token, queues=["default"], limit=10, now=T0)
+    assert [row.decision for row in again] == ["start"]
+    assert states(ids) == {State.SUCCEEDED: 1, State.RUNNING: 2, State.SCHEDULED: 2}
+    assert all(j.attempt == 0 for j in Job.objects.filter(id__in=ids, state=State.SCHEDULED))
+
+
+def test_a_lost_workers_slot_comes_back_with_its_lease() -> None:
+    ids = [r.id for r in limited.two_at_a_time.enqueue_many([((f"c{n}",), {}) for n in range(3)])]
+    token = uuid.uuid4()
+    with connection.cursor() as cursor:
+        claimed = store.claim(cursor, worker=token, queues=["default"], limit=10, now=T0)
+        store.record_outcomes(cursor, worker=token, outcomes=[], started=[(r.id, r.attempt) for r in claimed])
+        # The worker vanishes: its leases run out and the reaper takes its jobs back.
+        store.reap(cursor, backoff_base=1.0, backoff_cap=1.0, now=T0 + timedelta(seconds=400))
+    assert LimitState.objects.get(limit_name="task:tests.tasks.limited.two_at_a_time").running == 0
+    assert states(ids)[State.QUEUED] == 1  # the one that waited for a slot, woken
+
+
+def test_each_key_of_a_per_key_limit_has_its_own_budget() -> None:
+    for user in (1, 2):
+        limited.report.using(limit_key=f"user:{user}").enqueue_many(
+            [((f"u{user}-{n}",), {}) for n in range(3)]
+        )
+    with connection.cursor() as cursor:
+        claimed = store.claim(cursor, worker=uuid.uuid4(), queues=["default"], limit=10, now=T0)
+    running = Job.objects.filter(state=State.RUNNING)
+    assert sorted(running.values_list("limit_key", flat=True)) == ["user:1", "user:2"]
+    assert len([r for r in claimed if r.decision == "start"]) == 2
+
+
+def test_other_work_flows_while_a_key_is_at_its_limit(side_effects: None) -> None:
+    limited.rated.enqueue_many([((f"r{n}",), {}) for n in range(100)])
+    free = [r.id for r in basic.record.enqueue_many([((f"free-{n}",), {}) for n in range(100)])]
+    for _ in range(3):
+        factories.run_due(now=T0, limit=100)
+    # The limited jobs were set aside (once each), the others all ran.
+    assert states(free) == {State.SUCCEEDED: 100}
+    assert Job.objects.filter(task_path="tests.tasks.limited.rated", state=State.QUEUED).count() == 0
+
+
+def test_a_limit_changed_in_the_console_applies_at_the_next_claim() -> None:
+    name = "task:tests.tasks.limited.two_at_a_time"
+    limited.two_at_a_time.enqueue_many([((f"c{n}",), {}) for n in range(6)])
+    Limit.objects.filter(name=name).update(concurrency=4, source=limits.CONSOLE)
+    with connection.cursor() as cursor:
+        claimed = store.claim(cursor, worker=uuid.uuid4(), queues=["default"], limit=10, now=T0)
+    assert len([r for r in claimed if r.decision == "start"]) == 4
+    # And code does not overwrite what the console set.
+    limits.registry.forget()
+    limited.two_at_a_time.enqueue("more")
+    assert Limit.objects.get(name=name).concurrency == 4
+
+
+def test_a_named_limit_from_settings_is_registered_and_shared() -> None:
+    limited.call_provider.enqueue_many([((f"p{n}",), {}) for n in range(10)])
+    provider = Limit.objects.get(name="provider")
+    assert (provider.rate, provider.burst, provider.concurrency, provider.source) == (
+        5.0,
+        0,
+        None,
+        "settings",
+    )
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"rate_limit": "fast"}, "a rate is 'N/s', 'N/m' or 'N/h'"),
+        ({"rate_limit": "0/s"}, "more than zero"),
+        ({"rate_limit": "10/s", "burst": -1}, "burst of limit"),
+        ({"concurrency_limit": 0}, "concurrency of limit"),
+        ({"burst": 3}, "burst needs a rate_limit"),
+        ({"limit": "nope"}, "unknown limit 'nope'"),
+        ({"limit_key": "user:1"}, "limit_key needs a limit"),
+        ({"limit": "reports", "rate_limit": "1/s"}, "not both"),
+    ],
+)
+def test_bad_limits_fail_at_enqueue(options: dict, message: str) -> None:
+    with pytest.raises(InvalidTask, match=message):
+        basic.record.using(**options).enqueue("x")
+    assert not Job.objects.exists()
+
+
+def test_rates_parse_per_second_minute_and_hour() -> None:
+    assert [limits.parse_rate(text) for text in ("100/s", "30/m", "7200/h", 2.5)] == [100.0, 0.5, 2.0, 2.5]
