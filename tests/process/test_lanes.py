@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from django.db import connection
+from django.db.models import F
 
 from jobs.models import Job
 from jobs.states import State
@@ -108,7 +109,9 @@ def test_sigterm_lets_async_and_thread_handlers_finish(tmp_path: Path) -> None:
     async_ids = [r.id for r in hostile.async_sleep.enqueue_many([((f"s{n}", 1.5), {}) for n in range(20)])]
     with running_worker(tmp_path, "--concurrency", "1", "--threads", "2") as worker:
         blocking = hostile.sleep_and_record.enqueue("blocking", 1.5).id
-        wait_until(lambda: Job.objects.filter(state=State.RUNNING).count() >= 10, timeout=20)
+        # Started, not merely claimed: a claimed row is 'running' before its handler begins.
+        started = Job.objects.filter(state=State.RUNNING, started_attempt=F("attempt"))
+        wait_until(lambda: started.count() >= 10, timeout=20)
         worker.signal(signal.SIGTERM)
         assert worker.wait(timeout=20) == 0
     assert Job.objects.filter(id__in=[*async_ids, blocking], state=State.RUNNING).count() == 0
