@@ -115,6 +115,57 @@ def measure_drain(count: int, concurrency: int, *, logged: bool = False) -> tupl
     return count / float(span), count / wall
 
 
+def measure_default_drain(count: int) -> float:
+    """Jobs/s wall, start-up included, of ``runworker --burst`` as a user gets it: no options,
+    the shipped log settings (the per-job lines at their default level)."""
+    _fill(count)
+    env = _worker_env()
+    env.pop("JOBS_LOG_LEVEL")
+    started = time.perf_counter()
+    subprocess.run(
+        [sys.executable, str(ROOT / "manage.py"), "runworker", "--burst"],
+        env=env,
+        stderr=subprocess.DEVNULL,
+        check=True,
+    )
+    wall = time.perf_counter() - started
+    _check_succeeded(count)
+    return count / wall
+
+
+def measure_startup() -> float:
+    """Seconds from spawning ``runworker`` to its first handler starting (a job already due)."""
+    _truncate()
+    result = stamp.enqueue()
+    spawned = time.time()
+    worker = subprocess.Popen(
+        [sys.executable, str(ROOT / "manage.py"), "runworker", "--burst"], env=_worker_env()
+    )
+    try:
+        worker.wait(60)
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+    result.refresh()
+    return float(result.return_value) - spawned
+
+
+def _fill(count: int) -> None:
+    _truncate()
+    for start in range(0, count, 10_000):
+        enqueue_many(noop, [((), {})] * min(10_000, count - start))
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE jobs_job")
+
+
+def _check_succeeded(count: int) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM jobs_job WHERE state = 'succeeded'")
+        done = cursor.fetchone()[0]
+    if done != count:
+        raise RuntimeError(f"drain finished {done} of {count} jobs")
+
+
 def measure_memory(count: int) -> tuple[float, float]:
     """Resident memory (MiB) of one executor process after 1,000 and after ``count`` jobs."""
     _truncate()
@@ -216,6 +267,8 @@ def run(
             report.add(f"drain_{concurrency}_proc_per_s", in_db)
             report.add(f"drain_{concurrency}_proc_wall_per_s", wall)
         report.add("drain_2_proc_logged_per_s", measure_drain(drain, 2, logged=True)[0])
+        report.add("drain_defaults_wall_per_s", measure_default_drain(drain))
+        report.add("startup_to_first_handler_s", statistics.median(measure_startup() for _ in range(3)))
         latencies = measure_pickup(pickup)
         for pct in (50, 95, 99):
             report.add(f"pickup_p{pct}_ms", percentile(latencies, pct))
@@ -228,3 +281,84 @@ def run(
         "python": sys.version.split()[0],
     }
     return report
+
+
+# --- limits (scripts/bench limits) ------------------------------------------------------
+
+
+def _limited(rate: str) -> Any:
+    options: Any = noop
+    return options.using(rate_limit=rate)
+
+
+def measure_rate_limited(rate_text: str, seconds: float, workers: int, concurrency: int) -> dict[str, float]:
+    """Two (``workers``) long-running ``runworker`` processes on a backlog of jobs under a
+    ``rate_text`` limit: started jobs per second over ``seconds`` (after a 3 s warm-up), and
+    the most started in any 1-second window."""
+    from .limits import parse_rate
+
+    rate = parse_rate(rate_text) or 0.0
+    _truncate()
+    backlog = int(rate * (seconds + 10))
+    for start in range(0, backlog, 5_000):
+        enqueue_many(_limited(rate_text), [((), {})] * min(5_000, backlog - start))
+    command = [sys.executable, str(ROOT / "manage.py"), "runworker", f"--concurrency={concurrency}"]
+    procs = [subprocess.Popen(command, env=_worker_env()) for _ in range(workers)]
+    try:
+        time.sleep(3 + seconds + 1)
+    finally:
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            proc.wait(60)
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT min(started_at) FROM jobs_job WHERE started_at IS NOT NULL")
+        (first,) = cursor.fetchone()
+        cursor.execute(
+            "SELECT count(*) FROM jobs_job WHERE started_at >= %(a)s + interval '3 s' "
+            "AND started_at < %(a)s + make_interval(secs => 3 + %(s)s)",
+            {"a": first, "s": seconds},
+        )
+        (in_window,) = cursor.fetchone()
+        # Every 1-second window that starts at a job's start: the busiest one.
+        cursor.execute(
+            "SELECT max(n) FROM (SELECT count(*) OVER (ORDER BY started_at "
+            "RANGE BETWEEN CURRENT ROW AND interval '999.999 ms' FOLLOWING) AS n "
+            "FROM jobs_job WHERE started_at IS NOT NULL) w"
+        )
+        (busiest,) = cursor.fetchone()
+    return {"per_s": in_window / seconds, "busiest_1s_window": float(busiest)}
+
+
+def measure_drain_beside_limits(count: int, concurrency: int) -> float:
+    """Jobs/s (first claim to last outcome) of ``count`` unlimited no-op jobs in a queue where
+    5,000 jobs of 100 keys wait on their limits (per-key concurrency 1, each key busy)."""
+    from .limits import LimitSpec, registry
+
+    _fill(count)
+    registry.ensure(
+        "default", LimitSpec.build("bench-per-key", concurrency=1, per_key=True), source="settings"
+    )
+    options: Any = noop
+    waiting = options.using(limit="bench-per-key", priority=1)
+    with connection.cursor() as cursor:
+        for key in range(100):
+            enqueue_many(waiting.using(limit_key=f"key:{key}"), [((), {})] * 50)
+        # Each key's one slot is taken (by a job that never ends within the run), so the
+        # others wait on concurrency, as they would behind a slow provider.
+        cursor.execute("UPDATE jobs_limit_state SET running = 1 WHERE limit_name = 'bench-per-key'")
+        cursor.execute("ANALYZE jobs_job")
+    subprocess.run(
+        [sys.executable, str(ROOT / "manage.py"), "runworker", "--burst", f"--concurrency={concurrency}"],
+        env=_worker_env(),
+        check=True,
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*), extract(epoch FROM max(finished_at) - min(started_at)) FROM jobs_job "
+            "WHERE state = 'succeeded' AND limit_name IS NULL"
+        )
+        done, span = cursor.fetchone()
+    if done != count:
+        raise RuntimeError(f"drain finished {done} of {count} unlimited jobs")
+    return count / float(span)
