@@ -20,10 +20,12 @@
 --     'scheduled' (limit_wait 'concurrency') until a running job of the key finishes (a
 --     trigger wakes the next one, migration 0010_limits), re-checked within a minute anyway;
 --   * rate (GCRA on the starts themselves, `tat`): after an idle spell burst + 1 start at
---     once, then one per 1/rate, so over any second at most rate + burst start; the jobs
---     that cannot start yet wait as 'scheduled' with a start time set aside for them
---     (limit_reserved), consecutive times from `next_slot`, so a waiting job comes back
---     once, when it may start, and no worker spins on it. New jobs queue behind them.
+--     once, then one per 1/rate, so over any second at most rate + burst start. Each job
+--     gets its start time here; one due within the next 100 ms is claimed with it (the last
+--     column: seconds to wait) and the worker starts it then, so no start time is lost to
+--     the claim's own latency. The others wait as 'scheduled' with their start time set
+--     aside (limit_reserved; consecutive times from `next_slot`) and come back 50 ms
+--     before it, once, so no worker spins on them. New jobs queue behind them.
 -- A waiting job uses no attempt and keeps its priority. Keys whose state row another
 -- claim holds this moment are left queued for the next claim.
 WITH candidates AS MATERIALIZED (
@@ -63,60 +65,58 @@ WITH candidates AS MATERIALIZED (
     JOIN states s ON s.limit_name = c.limit_name AND s.limit_key = c.limit_key
     WHERE NOT c.expired
 ), eligible AS (
-    -- A free slot under the concurrency limit; and, under a rate, either a start time set
-    -- aside for it, or nobody waiting with one (else it would jump the line).
+    -- Under a rate, each job's start time: the i-th start of this claim conforms to GCRA at
+    -- base + (i - 1 - burst) / rate; a job without a start time set aside also queues
+    -- behind the ones that have one (from next_slot), so it cannot jump the line.
     SELECT p.*,
            (p.concurrency IS NULL OR p.place <= p.concurrency - p.running) AS has_slot,
-           (p.concurrency IS NULL OR p.place <= p.concurrency - p.running)
-           AND (p.rate IS NULL OR p.reserved OR p.next_slot <= coalesce(%(now)s, statement_timestamp()))
-               AS may_start,
-           -- GCRA: how many may start now (burst + 1 after an idle spell, then one per 1/rate).
            CASE WHEN p.rate IS NULL THEN NULL
-                ELSE greatest(0, floor((extract(epoch FROM coalesce(%(now)s, statement_timestamp()) - p.base)
-                                        * p.rate + p.burst))::int + 1)
-           END AS allowance
+                ELSE greatest(
+                    coalesce(%(now)s, statement_timestamp()),
+                    p.base + (p.place - 1 - p.burst) / p.rate * interval '1 second',
+                    CASE WHEN NOT p.reserved
+                         THEN p.next_slot + (p.place - 1 - count(*) FILTER (WHERE p.reserved)
+                                                 OVER (PARTITION BY p.state_id)) / p.rate * interval '1 second'
+                    END)
+           END AS plan_at
     FROM placed p
 ), decided AS (
+    -- Jobs whose start time falls within the next 100 ms start: the worker holds each
+    -- until its time, so the starts keep the rate exactly and none is lost to the time a
+    -- claim takes. The others wait for their time, less a lead (50 ms) for a promotion and
+    -- a claim to hand them over before it comes.
     SELECT e.*,
            CASE WHEN NOT e.has_slot THEN 'wait_concurrency'
-                WHEN e.may_start
-                     AND (e.allowance IS NULL
-                          OR row_number() OVER (PARTITION BY e.state_id, e.may_start ORDER BY e.place)
-                             <= e.allowance) THEN 'start'
+                WHEN e.plan_at IS NULL
+                     OR e.plan_at < coalesce(%(now)s, statement_timestamp()) + interval '100 milliseconds'
+                     THEN 'start'
                 ELSE 'wait_rate'
            END AS decision
     FROM eligible e
-), timed AS (
-    -- Jobs kept waiting by the rate get consecutive start times 1/rate apart, from the
-    -- first one not yet set aside (and not before the rate allows the next start).
+), planned AS (
     SELECT d.*,
            count(*) FILTER (WHERE d.decision = 'start') OVER (PARTITION BY d.state_id) AS started,
-           CASE WHEN d.decision = 'wait_rate'
-                THEN row_number() OVER (PARTITION BY d.state_id, d.decision ORDER BY d.place) - 1
-           END AS turn
+           CASE WHEN d.decision = 'wait_rate' THEN d.plan_at - interval '50 milliseconds' END AS start_at
     FROM decided d
-), planned AS (
-    SELECT t.*,
-           CASE WHEN t.decision = 'wait_rate'
-                THEN greatest(t.next_slot,
-                              t.base + (t.started - t.burst) / t.rate * interval '1 second')
-                     + t.turn / t.rate * interval '1 second'
-           END AS start_at
-    FROM timed t
 ), budgets AS (
+    -- GCRA's theoretical arrival time after this claim's starts (each at its plan_at), and
+    -- the end of the line of jobs with a start time set aside.
     UPDATE jobs_limit_state s
     SET running = s.running + b.started,
         tat = CASE WHEN b.rate IS NOT NULL AND b.started > 0
-                   THEN b.base + b.started / b.rate * interval '1 second' ELSE s.tat END,
-        next_slot = CASE WHEN b.last_start IS NOT NULL
-                         THEN greatest(s.next_slot, b.last_start + interval '1 second' / b.rate)
+                   THEN greatest(b.base + b.started / b.rate * interval '1 second', b.last_tat)
+                   ELSE s.tat END,
+        next_slot = CASE WHEN b.last_plan IS NOT NULL
+                         THEN greatest(s.next_slot, b.last_plan + interval '1 second' / b.rate)
                          ELSE s.next_slot END
     FROM (SELECT state_id, max(started) AS started, max(rate) AS rate, max(base) AS base,
-                 max(start_at) AS last_start
+                 max(plan_at) FILTER (WHERE decision IN ('start', 'wait_rate')) AS last_plan,
+                 max(plan_at + (started - place + 1) / rate * interval '1 second')
+                     FILTER (WHERE decision = 'start') AS last_tat
           FROM planned GROUP BY state_id) b
     WHERE s.id = b.state_id
 ), outcomes AS (
-    SELECT c.id, d.start_at,
+    SELECT c.id, d.start_at, d.plan_at,
            CASE WHEN c.expired THEN 'expire'
                 WHEN c.limit_name IS NULL
                      OR NOT EXISTS (SELECT 1 FROM jobs_limit l WHERE l.name = c.limit_name) THEN 'start'
@@ -136,9 +136,10 @@ SET state = CASE o.decision WHEN 'start' THEN 'running' WHEN 'expire' THEN 'expi
                                  + coalesce(j.lease_seconds, %(lease_seconds)s) * interval '1 second'
                        END,
     started_at = CASE WHEN o.decision = 'start'
-                      THEN coalesce(j.started_at, coalesce(%(now)s, statement_timestamp()))
+                      THEN coalesce(j.started_at, o.plan_at, %(now)s, statement_timestamp())
                       ELSE j.started_at END,
-    last_attempted_at = CASE WHEN o.decision = 'start' THEN coalesce(%(now)s, statement_timestamp())
+    last_attempted_at = CASE WHEN o.decision = 'start'
+                             THEN coalesce(o.plan_at, %(now)s, statement_timestamp())
                              ELSE j.last_attempted_at END,
     finished_at = CASE WHEN o.decision = 'expire' THEN coalesce(%(now)s, statement_timestamp()) END,
     last_error = CASE WHEN o.decision = 'expire' THEN 'expired: not started before ' || j.expires_at::text
@@ -157,4 +158,5 @@ RETURNING j.id, j.task_path, j.args, j.kwargs, j.attempt, j.max_attempts,
           coalesce(j.timeout, %(default_timeout)s::float8),
           coalesce(j.lease_seconds, %(lease_seconds)s), j.trace_id, j.queue_name, j.priority,
           j.run_at, o.decision = 'expire', j.handbacks, j.soft_timeout, j.jitter, j.backoff_base,
-          j.backoff_cap, j.non_retryable, j.created_at, o.decision
+          j.backoff_cap, j.non_retryable, j.created_at, o.decision,
+          coalesce(extract(epoch FROM o.plan_at - coalesce(%(now)s, statement_timestamp()))::float8, 0.0)

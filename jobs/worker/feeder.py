@@ -73,6 +73,9 @@ class Lane:
     # Slot-table entries of this lane, and how many handlers may run at once.
     entries: list[int]
     waiting: deque[Claimed] = field(default_factory=deque)
+    # Rows a rate gave a start time a few ms ahead: (monotonic time, row), in time order;
+    # they go to ``waiting`` then.
+    held: list[tuple[float, Claimed]] = field(default_factory=list)
     # entry -> (row, monotonic start)
     running: dict[int, tuple[Claimed, float]] = field(default_factory=dict)
     # Called (with the feeder's lock held) when rows were added or the lane must stop.
@@ -80,7 +83,12 @@ class Lane:
 
     @property
     def free(self) -> int:
-        return len(self.entries) - len(self.running) - len(self.waiting)
+        return len(self.entries) - len(self.running) - len(self.waiting) - len(self.held)
+
+    @property
+    def queued(self) -> bool:
+        """Rows in hand that have not started (waiting, or held for their start time)."""
+        return bool(self.waiting or self.held)
 
 
 class Feeder:
@@ -220,6 +228,7 @@ class Feeder:
             ids = [str(o["id"]) for o in (*self.writing, *self.pending)]
             for lane in self.lanes.values():
                 ids.extend(str(row.id) for row in lane.waiting)
+                ids.extend(str(row.id) for _, row in lane.held)
                 ids.extend(str(row.id) for row, _ in lane.running.values())
             return ids
 
@@ -249,11 +258,12 @@ class Feeder:
         """One turn: write, claim, give back, or wait. True once the executor is done."""
         now = time.monotonic()
         with self.cv:
+            self._hand_over_held_locked(now)
             self._check_horizon_locked(now)
             releasing, self.to_release = self.to_release, []
             outcomes, started = self._due_writes_locked(now)
             busy = any(lane.running for lane in self.lanes.values())
-            waiting = any(lane.waiting for lane in self.lanes.values())
+            waiting = any(lane.queued for lane in self.lanes.values())
             idle = not busy and not waiting and not self.pending and not outcomes
             done = idle and (self.stopping or (self.config.burst and self.empty_since_write))
             asked = self.asked
@@ -280,7 +290,7 @@ class Feeder:
         if self.config.burst and self.empty_since_write:
             # Nothing was due: finish what is in hand, then leave (the next turn decides).
             with self.cv:
-                if not any(lane.running or lane.waiting for lane in self.lanes.values()) and not self.pending:
+                if not any(lane.running or lane.queued for lane in self.lanes.values()) and not self.pending:
                     return False
         self._wait(now)
         return False
@@ -288,7 +298,7 @@ class Feeder:
     # --- writing -----------------------------------------------------------------------
 
     def _due_writes_locked(self, now: float) -> tuple[list[dict[str, Any]], list[tuple[uuid.UUID, int]]]:
-        idle = not any(lane.running or lane.waiting for lane in self.lanes.values())
+        idle = not any(lane.running or lane.queued for lane in self.lanes.values())
         urgent = self.asked > self.written
         due = self.pending and (
             urgent
@@ -394,6 +404,7 @@ class Feeder:
             return False
         try:
             rows = self.db.run(partial(self._claim, quotas=quotas, limit=total))
+            claimed_at = time.monotonic()
         except psycopg.Error as exc:
             if is_connection_lost(exc):
                 raise
@@ -418,7 +429,7 @@ class Feeder:
             else:
                 # A rate or concurrency limit keeps it waiting (no attempt used).
                 logger.debug("event=job_limited job=%s task=%s wait=%s", row.id, row.task_path, row.decision)
-        self._distribute(runnable)
+        self._distribute(runnable, claimed_at)
         self.shares.took(quotas, got)
         # Nothing due means nothing due only if every queue was asked; otherwise the next
         # claim asks the others (the ones that came back short are dry now).
@@ -447,6 +458,7 @@ class Feeder:
         inline = self.lanes.get(INLINE)
         if inline is not None and not self._stuck(inline, now):
             ahead = sum(self._expected(row.queue_name) for row in inline.waiting)
+            ahead += sum(self._expected(row.queue_name) for _, row in inline.held)
             for row, at in inline.running.values():
                 ahead += max(self._expected(row.queue_name) - (now - at), 0.0)
             if not inline.waiting and not inline.running:
@@ -504,7 +516,7 @@ class Feeder:
             return THREADS if THREADS in self.lanes else INLINE
         return lane
 
-    def _distribute(self, rows: list[Claimed]) -> None:
+    def _distribute(self, rows: list[Claimed], claimed_at: float) -> None:
         # Within a queue: priority first, then run_at, then id (FIFO among equals). Across
         # queues: the fair interleaving of fairness.py.
         rows = sorted(rows, key=lambda row: (row.queue_name, -row.priority, row.run_at, row.id))
@@ -519,10 +531,31 @@ class Feeder:
             touched = set()
             for row in ordered:
                 lane = self.lanes[self._lane_for_task(row.task_path)]
+                if row.start_in > 0.0005:
+                    # Its rate's start time is a few ms ahead: it waits here until then.
+                    lane.held.append((claimed_at + row.start_in, row))
+                    lane.held.sort(key=lambda held: held[0])
+                    continue
                 lane.waiting.append(row)
                 touched.add(lane.name)
             for name in touched:
                 self.lanes[name].on_rows()
+            self.cv.notify_all()
+
+    def _hand_over_held_locked(self, now: float) -> None:
+        """Rows held for their start time that has come go to their lane. One handed over
+        late moves the rest back as much, so they keep their spacing: a late turn never
+        starts several at once (which a rate's window would count)."""
+        for lane in self.lanes.values():
+            if not lane.held or lane.held[0][0] > now:
+                continue
+            while lane.held and lane.held[0][0] <= now:
+                at, row = lane.held.pop(0)
+                lane.waiting.append(row)
+                late = now - at
+                if late > 0.001:
+                    lane.held = [(when + late, held) for when, held in lane.held]
+            lane.on_rows()
             self.cv.notify_all()
 
     # --- giving back ---------------------------------------------------------------------
@@ -535,10 +568,11 @@ class Feeder:
                 self._give_back_locked(lane, reason="behind_running_handler")
 
     def _give_back_locked(self, lane: Lane, *, reason: str) -> None:
-        if not lane.waiting:
+        if not lane.queued:
             return
-        ids = [row.id for row in lane.waiting]
+        ids = [row.id for row in lane.waiting] + [row.id for _, row in lane.held]
         lane.waiting.clear()
+        lane.held.clear()
         self.to_release.extend(ids)
         logger.debug("event=giving_back count=%d lane=%s reason=%s", len(ids), lane.name, reason)
 
@@ -593,6 +627,8 @@ class Feeder:
             deadlines.append(self.pending_since + FLUSH_AFTER)
         busy = False
         for lane in self.lanes.values():
+            if lane.held:
+                deadlines.append(lane.held[0][0])
             for row, at in lane.running.values():
                 busy = True
                 if (row.id, row.attempt) not in self.marked:

@@ -59,9 +59,11 @@ def test_a_rate_limit_starts_rate_plus_burst_a_second_and_sets_aside_the_rest(si
     assert {(j.limit_wait, j.limit_reserved, j.attempt) for j in waiting} == {("rate", True, 0)}
     gaps = {round((b.run_at - a.run_at).total_seconds(), 3) for a, b in itertools.pairwise(waiting)}
     assert gaps == {0.1}
-    assert waiting[0].run_at == T0 + timedelta(seconds=0.1)
+    # Each comes back 50 ms before its start time, to be claimed and held until then.
+    lead = timedelta(milliseconds=50)
+    assert waiting[0].run_at == T0 + timedelta(seconds=0.1) - lead
     # Wherever a one-second window falls, at most 10 + 2 start in it.
-    starts = [T0] * 3 + [j.run_at for j in waiting]
+    starts = [T0] * 3 + [j.run_at + lead for j in waiting]
     for first in starts:
         assert sum(1 for t in starts if first <= t < first + timedelta(seconds=1)) <= 12
     # As their times come, they run without consulting the rate again (and in order).
@@ -173,3 +175,30 @@ def test_bad_limits_fail_at_enqueue(options: dict, message: str) -> None:
 
 def test_rates_parse_per_second_minute_and_hour() -> None:
     assert [limits.parse_rate(text) for text in ("100/s", "30/m", "7200/h", 2.5)] == [100.0, 0.5, 2.0, 2.5]
+
+
+def test_starts_within_the_horizon_come_with_their_time_and_late_ones_keep_their_place() -> None:
+    # 100/s with no burst: one start every 10 ms. The claim hands out the starts of the next
+    # 100 ms at once, each with the seconds the worker holds it for; the rest wait.
+    fast = limited.rated.using(rate_limit="100/s", burst=0)
+    ids = [r.id for r in fast.enqueue_many([((f"f{n}",), {}) for n in range(30)])]
+    token = uuid.uuid4()
+    with connection.cursor() as cursor:
+        claimed = store.claim(cursor, worker=token, queues=["default"], limit=30, now=T0)
+    starts = [row for row in claimed if row.decision == "start"]
+    assert [round(row.start_in, 3) for row in starts] == [n / 100 for n in range(10)]
+    # The row says when each one starts, not when it was claimed.
+    times = [job.started_at for job in started(ids)]
+    assert times == [T0 + timedelta(milliseconds=10 * n) for n in range(10)]
+    waiting = list(Job.objects.filter(id__in=ids, state=State.SCHEDULED).order_by("run_at"))
+    assert len(waiting) == 20
+    assert waiting[0].run_at == T0 + timedelta(milliseconds=100 - 50)
+    # The claim after next comes late, 2 s on: the waiting jobs' times have passed, and
+    # they start before anything enqueued since, in their order, not sent to the back.
+    late = [r.id for r in fast.enqueue_many([((f"l{n}",), {}) for n in range(5)])]
+    with connection.cursor() as cursor:
+        cursor.execute("UPDATE jobs_job SET state = 'queued' WHERE state = 'scheduled'")
+        again = store.claim(cursor, worker=token, queues=["default"], limit=40, now=T0 + timedelta(seconds=2))
+    order = [str(row.id) for row in again if row.decision == "start"]
+    assert order[:10] == [str(job.id) for job in waiting[:10]]
+    assert not set(order) & set(late)
