@@ -158,7 +158,7 @@ class Cluster:
         """A streaming replica of this (running) primary: pg_basebackup -R, its own port."""
         replica = Cluster(base / "replica", free_port())
         self._tool("pg_basebackup", "-h", "127.0.0.1", "-p", str(self.port), "-U", "postgres",
-                   "-D", str(replica.datadir), "-R", "-X", "stream", "--no-sync")  # fmt: skip
+                   "-D", str(replica.datadir), "-R", "-X", "stream", "-c", "fast", "--no-sync")  # fmt: skip
         with (replica.datadir / "postgresql.conf").open("a") as conf:
             conf.write(f"port = {replica.port}\n")
         return replica
