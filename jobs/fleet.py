@@ -40,9 +40,11 @@ TICKS = os.sysconf("SC_CLK_TCK")
 
 
 @task(max_attempts=25, backoff_base=0.2, backoff_cap=1.0)  # type: ignore[call-overload]
-def fleet_work(key: str, millis: float) -> None:
+def fleet_work(key: str, millis: float, effect: bool = True) -> None:
     if millis:
         time.sleep(millis / 1000)
+    if not effect:
+        return
     with connection.cursor() as cursor:
         cursor.execute(
             "INSERT INTO fleet_effects (key) VALUES (%s)"
@@ -66,6 +68,8 @@ class Round:
     jobs: int
     millis: float
     kill: bool
+    # Handlers record a side effect (a commit of their own each) or do nothing at all.
+    effects: bool
     echo: Callable[[str], None]
     running: list[Host] = field(default_factory=list)
     kills: int = 0
@@ -119,19 +123,28 @@ class Round:
             )
             cursor.execute("TRUNCATE fleet_effects")
             cursor.execute("CHECKPOINT")
-        calls: list[tuple[tuple[str, float], dict[str, Any]]] = [
-            ((f"k{i}", self.millis), {}) for i in range(self.jobs)
+
+    def enqueue(self) -> None:
+        calls: list[tuple[tuple[str, float, bool], dict[str, Any]]] = [
+            ((f"k{i}", self.millis, self.effects), {}) for i in range(self.jobs)
         ]
         for start in range(0, len(calls), 5000):
             enqueue_many(fleet_work, calls[start : start + 5000])
 
     def run(self, timeout: float) -> dict[str, Any]:
         self.setup()
-        sampler = CpuSampler()
-        sampler.sample()
         started = time.monotonic()
         for i in range(self.hosts):
             self.start_host(f"fleet-host-{i}")
+        # Measured from when every host is up and idle: start-up is not the drain.
+        while len(_hostnames()) < self.hosts:
+            if time.monotonic() - started > timeout:
+                raise TimeoutError("the hosts did not start")
+            time.sleep(0.1)
+        sampler = CpuSampler()
+        sampler.sample(pgids=[host.proc.pid for host in self.running])
+        syncs = _wal_syncs()
+        self.enqueue()
         killed = not self.kill
         try:
             while (left := _unfinished()) > 0:
@@ -154,7 +167,8 @@ class Round:
                 except subprocess.TimeoutExpired:
                     os.killpg(host.proc.pid, signal.SIGKILL)
                     host.proc.wait()
-        return {**self.result(), **sampler.shares()}
+        wal_syncs_per_second = (_wal_syncs() - syncs) / max(sampler.last - sampler.first, 1e-9)
+        return {**self.result(), **sampler.shares(), "wal_syncs_per_second": round(wal_syncs_per_second)}
 
     def result(self) -> dict[str, Any]:
         with connection.cursor() as cursor:
@@ -174,7 +188,7 @@ class Round:
             "jobs": total,
             "succeeded": succeeded,
             "effect_rows": effects,
-            "lost": self.jobs - effects + (total - succeeded),
+            "lost": (self.jobs - effects if self.effects else 0) + (total - succeeded),
             "ran_twice": rerun,
             "extra_runs": int(extra_runs),
             "kills": self.kills,
@@ -186,50 +200,47 @@ class Round:
 
 
 class CpuSampler:
-    """CPU time of PostgreSQL's processes (every backend and background process the server
-    lists in pg_stat_activity) and of the hosts' process groups, from /proc/<pid>/stat."""
+    """CPU time of PostgreSQL's processes (this database's backends and the server's
+    background processes) and of the hosts' process groups, from /proc/<pid>/stat, counted
+    from the first sample on."""
 
     def __init__(self) -> None:
-        self.postgres: dict[int, float] = {}
-        self.baseline: dict[int, float] = {}
-        self.hosts: dict[int, float] = {}
+        # pid -> (CPU seconds at its first sample, or 0 if it started since; the latest).
+        self.postgres: dict[int, tuple[float, float]] = {}
+        self.hosts: dict[int, tuple[float, float]] = {}
         self.first = 0.0
         self.last = 0.0
 
-    def sample(self, pgids: list[int] | None = None) -> None:
+    def sample(self, pgids: list[int]) -> None:
         first = not self.first
         now = time.monotonic()
         self.first = self.first or now
         self.last = now
         with connection.cursor() as cursor:
-            # This database's backends and the server's background processes (WAL writer,
-            # checkpointer...), not other databases' clients.
             cursor.execute(
                 "SELECT pid FROM pg_stat_activity WHERE datname = current_database() OR datname IS NULL"
             )
-            pids = [row[0] for row in cursor.fetchall()]
-        for pid in pids:
-            cpu = _cpu_seconds(pid)
-            if cpu is None:
-                continue
-            if pid not in self.postgres:
-                # A process there before the first sample counts only what it used since.
-                self.baseline[pid] = cpu if first else 0.0
-            self.postgres[pid] = cpu
-        if pgids:
-            wanted = set(pgids)
-            for entry in Path("/proc").iterdir():
-                if entry.name.isdigit():
-                    stat = _stat(int(entry.name))
-                    if stat is not None and int(stat[2]) in wanted:
-                        self.hosts[int(entry.name)] = (int(stat[11]) + int(stat[12])) / TICKS
+            postgres = [row[0] for row in cursor.fetchall()]
+        wanted = set(pgids)
+        hosts = []
+        for entry in Path("/proc").iterdir():
+            if (
+                entry.name.isdigit()
+                and (stat := _stat(int(entry.name))) is not None
+                and int(stat[2]) in wanted
+            ):
+                hosts.append(int(entry.name))
+        for pids, seen in ((postgres, self.postgres), (hosts, self.hosts)):
+            for pid in pids:
+                cpu = _cpu_seconds(pid)
+                if cpu is not None:
+                    seen[pid] = (seen[pid][0] if pid in seen else cpu if first else 0.0, cpu)
 
     def shares(self) -> dict[str, float]:
         wall = max(self.last - self.first, 1e-9) * (os.cpu_count() or 1)
-        postgres = sum(cpu - self.baseline.get(pid, 0.0) for pid, cpu in self.postgres.items())
         return {
-            "postgres_cpu_share": round(postgres / wall, 3),
-            "hosts_cpu_share": round(sum(self.hosts.values()) / wall, 3),
+            "postgres_cpu_share": round(sum(b - a for a, b in self.postgres.values()) / wall, 3),
+            "hosts_cpu_share": round(sum(b - a for a, b in self.hosts.values()) / wall, 3),
         }
 
 
@@ -244,6 +255,13 @@ def _stat(pid: int) -> list[str] | None:
 def _cpu_seconds(pid: int) -> float | None:
     stat = _stat(pid)
     return None if stat is None else (int(stat[11]) + int(stat[12])) / TICKS
+
+
+def _wal_syncs() -> int:
+    """WAL flushes to disk so far (the whole server's: each commit that waited for one)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT wal_sync FROM pg_stat_wal")
+        return int(cursor.fetchone()[0])
 
 
 def _in_flight(hostname: str) -> int:

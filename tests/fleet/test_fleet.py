@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import json
 import subprocess
+from pathlib import Path
 
 import pytest
 
-from tests.conftest import manage, subprocess_env
+from tests.conftest import manage, side_effect_counts, subprocess_env
+from tests.process.resilience_support import running_worker, wait_until
 
 pytestmark = [pytest.mark.fleet, pytest.mark.django_db(transaction=True)]
 
@@ -45,3 +47,30 @@ def test_bad_host_counts_are_refused() -> None:
     _, err = proc.communicate(timeout=60)
     assert proc.returncode != 0
     assert "--hosts takes host counts such as 1,2,4,8" in err
+
+
+def worker_connections() -> int:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+        return int(cursor.fetchone()[0])
+
+
+@pytest.mark.usefixtures("side_effects")
+@pytest.mark.parametrize(("listen", "expected"), [("true", 2 * 2 + 2), ("false", 2 * 2 + 1)])
+def test_a_worker_host_holds_the_documented_connections(tmp_path: Path, listen: str, expected: int) -> None:
+    """--concurrency 2: per executor its queue connection and the handlers' Django
+    connection, plus the housekeeper's, plus the listener's unless polling only."""
+    from tests.tasks import basic
+
+    assert worker_connections() == 0
+    with running_worker(tmp_path, "--concurrency", "2", JOBS_LISTEN=listen, JOBS_PREFETCH_HORIZON="0"):
+        # Slow enough that both executors run handlers that use the ORM.
+        basic.sleep_then_record.enqueue_many([((f"k{i}", 0.05), {}) for i in range(20)])
+        wait_until(lambda: len(side_effect_counts()) == 20)
+        wait_until(lambda: worker_connections() == expected, message=f"{expected} connections")
+        assert worker_connections() == expected
