@@ -68,7 +68,7 @@ def test_a_worker_host_holds_the_documented_connections(tmp_path: Path, listen: 
     from tests.tasks import basic
 
     assert worker_connections() == 0
-    with running_worker(tmp_path, "--concurrency", "2", JOBS_LISTEN=listen, JOBS_PREFETCH_HORIZON="0"):
+    with running_worker(tmp_path, "--concurrency", "2", JOBS_LISTEN=listen):
         # Slow enough that both executors run handlers that use the ORM.
         basic.sleep_then_record.enqueue_many([((f"k{i}", 0.05), {}) for i in range(20)])
         wait_until(lambda: len(side_effect_counts()) == 20)
