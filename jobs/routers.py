@@ -1,6 +1,7 @@
 """The database router: the job tables are read from the replica inside the console's read
-views (jobs/replica.py), everything else (every write, every claim, the worker, sessions and
-users) uses the primary."""
+views (jobs/replica.py); every write, every claim, the worker, sessions and users use the
+primary. Other routers (a database per queue family, say) decide the rest: this one has no
+opinion outside the replica."""
 
 from __future__ import annotations
 
@@ -16,11 +17,17 @@ class ReplicaRouter:
         return None
 
     def db_for_write(self, model: type[Any], **hints: Any) -> str | None:
-        return "default"
+        # Django writes a row back where it was read from: not a row from the replica.
+        instance = hints.get("instance")
+        if instance is not None and instance._state.db == replica.REPLICA:
+            return "default"
+        return None
 
     def allow_relation(self, obj1: Any, obj2: Any, **hints: Any) -> bool | None:
         # The replica is a copy of the primary: rows read from either relate.
-        return True
+        if {obj1._state.db, obj2._state.db} <= {"default", replica.REPLICA}:
+            return True
+        return None
 
     def allow_migrate(self, db: str, app_label: str, **hints: Any) -> bool | None:
         # The replica replays the primary's migrations; it cannot run its own.

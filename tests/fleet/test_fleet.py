@@ -61,14 +61,15 @@ def worker_connections() -> int:
 
 
 @pytest.mark.usefixtures("side_effects")
-@pytest.mark.parametrize(("listen", "expected"), [("true", 2 * 2 + 2), ("false", 2 * 2 + 1)])
-def test_a_worker_host_holds_the_documented_connections(tmp_path: Path, listen: str, expected: int) -> None:
+def test_a_worker_host_holds_the_documented_connections(tmp_path: Path) -> None:
     """--concurrency 2: per executor its queue connection and the handlers' Django
-    connection, plus the housekeeper's, plus the listener's unless polling only."""
+    connection, plus the housekeeper's and the listener's (tests/pgbouncer: none when
+    polling only)."""
     from tests.tasks import basic
 
     assert worker_connections() == 0
-    with running_worker(tmp_path, "--concurrency", "2", JOBS_LISTEN=listen):
+    expected = 2 * 2 + 1 + 1
+    with running_worker(tmp_path, "--concurrency", "2"):
         # Slow enough that both executors run handlers that use the ORM.
         basic.sleep_then_record.enqueue_many([((f"k{i}", 0.05), {}) for i in range(20)])
         wait_until(lambda: len(side_effect_counts()) == 20)

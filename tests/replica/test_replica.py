@@ -35,7 +35,10 @@ def test_without_a_replica_everything_reads_the_primary() -> None:
     with replica.using_replica():
         assert router.db_for_read(Job) is None
     assert replica.lag_seconds() is None
-    assert router.db_for_write(Job) == "default"
+    assert router.db_for_write(Job) is None
+    from_replica = Job()
+    from_replica._state.db = "replica"
+    assert router.db_for_write(Job, instance=from_replica) == "default"
     assert router.allow_migrate("replica", "jobs") is False
 
 
