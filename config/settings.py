@@ -48,6 +48,8 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # The console's read views read the job tables from DATABASE_REPLICA_URL when it is set.
+    "jobs.replica.ReplicaReadsMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     # API requests with "Authorization: Bearer <token>" act as the token's user.
@@ -83,6 +85,29 @@ DATABASES = {
     ),
 }
 DATABASES["default"].setdefault("CONN_MAX_AGE", env.int("CONN_MAX_AGE", default=0))
+# DATABASE_URL goes through a pooler in transaction mode (PgBouncer): consecutive transactions
+# may land on different server sessions, so nothing may rely on session state. Prepared
+# statements are off (PgBouncer < 1.21 cannot keep them; Debian 12 ships 1.18), and so is
+# LISTEN unless JOBS_LISTEN_URL names a direct connection for it: workers then poll only.
+JOBS_POOLED = env.bool("JOBS_POOLED", default=False)
+JOBS_LISTEN_URL = env.str("JOBS_LISTEN_URL", default="")
+if JOBS_POOLED:
+    # A server-side cursor outlives the transaction that opened it (WITH HOLD) only in its session.
+    DATABASES["default"]["DISABLE_SERVER_SIDE_CURSORS"] = True
+# A read replica (streaming, e.g. made with pg_basebackup -R) for the console's read views:
+# the dashboard, the job list and the status API (jobs/routers.py). Writes and claims never
+# go there.
+if _replica_url := env.str("DATABASE_REPLICA_URL", default=""):
+    DATABASES["replica"] = env.db_url_config(_replica_url)
+    DATABASES["replica"].setdefault("CONN_MAX_AGE", DATABASES["default"]["CONN_MAX_AGE"])
+    # Tests never make a test database of their own on the replica: it follows the primary.
+    DATABASES["replica"]["TEST"] = {"MIRROR": "default"}
+DATABASE_ROUTERS = ["jobs.routers.ReplicaRouter"]
+# The views (URL names) whose GET requests read the job tables from the replica.
+JOBS_REPLICA_VIEWS = env.list(
+    "JOBS_REPLICA_VIEWS",
+    default=["jobs:job-status", "admin:jobs_job_changelist", "admin:jobs_job_change", "admin:jobs_dashboard"],
+)
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 LANGUAGE_CODE = "en-us"
@@ -110,8 +135,12 @@ JOBS = {
     "LEASE_SECONDS": env.float("JOBS_LEASE_SECONDS", default=300.0),
     # Idle workers wake on NOTIFY; they poll this often anyway.
     "POLL_INTERVAL": env.float("JOBS_POLL_INTERVAL", default=2.0),
-    # LISTEN/NOTIFY wake-ups. Turn off behind a pooler in transaction mode.
-    "LISTEN": env.bool("JOBS_LISTEN", default=True),
+    # LISTEN/NOTIFY wake-ups: on, except behind a pooler (JOBS_POOLED) with no direct
+    # JOBS_LISTEN_URL to listen on.
+    "LISTEN": env.bool("JOBS_LISTEN", default=not JOBS_POOLED or bool(JOBS_LISTEN_URL)),
+    "LISTEN_URL": JOBS_LISTEN_URL,
+    # The host name workers register with (default: the machine's).
+    "HOSTNAME": env.str("JOBS_HOSTNAME", default=""),
     "DEFAULT_MAX_ATTEMPTS": env.int("JOBS_DEFAULT_MAX_ATTEMPTS", default=5),
     "BACKOFF_BASE": env.float("JOBS_BACKOFF_BASE", default=2.0),
     "BACKOFF_CAP": env.float("JOBS_BACKOFF_CAP", default=3600.0),
@@ -132,8 +161,9 @@ JOBS = {
     "UNKNOWN_TASK_GRACE": env.float("JOBS_UNKNOWN_TASK_GRACE", default=600.0),
     "REAPER_INTERVAL": env.float("JOBS_REAPER_INTERVAL", default=30.0),
     "SHUTDOWN_TIMEOUT": env.float("JOBS_SHUTDOWN_TIMEOUT", default=30.0),
-    # Prepared enqueue statements; off for PgBouncer < 1.21 in transaction mode.
-    "PREPARED_STATEMENTS": env.bool("JOBS_PREPARED_STATEMENTS", default=True),
+    # Prepared statements (enqueue, claim, outcomes); off behind PgBouncer < 1.21 in
+    # transaction mode (JOBS_POOLED turns them off).
+    "PREPARED_STATEMENTS": env.bool("JOBS_PREPARED_STATEMENTS", default=not JOBS_POOLED),
     # Retention of finished jobs before pruning (seconds).
     "RETENTION_SUCCEEDED": env.float("JOBS_RETENTION_SUCCEEDED", default=7 * 86400),
     "RETENTION_DEAD": env.float("JOBS_RETENTION_DEAD", default=90 * 86400),

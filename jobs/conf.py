@@ -48,6 +48,11 @@ class JobsSettings:
     # Enqueue prepares its INSERT once per connection. Turn off behind a pooler in
     # transaction mode that does not track prepared statements (PgBouncer < 1.21).
     PREPARED_STATEMENTS: bool = True
+    # A direct connection (libpq URL) for LISTEN when DATABASE_URL goes through a pooler in
+    # transaction mode, which cannot keep a LISTEN; empty: LISTEN on the database's own.
+    LISTEN_URL: str = ""
+    # The worker registry's host name (empty: the machine's), for several hosts on one box.
+    HOSTNAME: str = ""
 
 
 # SQS's ceiling for a visibility timeout.

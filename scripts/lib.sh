@@ -136,6 +136,13 @@ ensure_chromium() {
   require_command chromium chromium "for the browser tests (tests/e2e)"
 }
 
+# The PgBouncer tier (tests/pgbouncer) starts Debian's PgBouncer of its own (Debian's package
+# keeps the binary in /usr/sbin, which a non-root PATH may lack).
+ensure_pgbouncer() {
+  if command -v pgbouncer >/dev/null 2>&1 || [ -x /usr/sbin/pgbouncer ]; then return 0; fi
+  install_debian_package pgbouncer "for the PgBouncer tests (tests/pgbouncer)"
+}
+
 # With DEBUG off the settings refuse the built-in development key. A checkout whose
 # environment and .env set no SECRET_KEY gets a random key of its own, kept in .secret-key
 # (ignored by git) so that sessions and emailed links survive a restart.

@@ -30,9 +30,9 @@ from typing import Any
 
 from django.db import InterfaceError, OperationalError, connection
 
-from ..conf import JobsSettings
+from ..conf import JobsSettings, jobs_settings
 from ..models import SCHEDULES_CHANNEL, FireOutcome, Schedule
-from ..worker.db import CONNECTION_ERRORS, Connection
+from ..worker.db import CONNECTION_ERRORS, Connection, listen_libpq
 from .declared import sync_declared
 from .fire import advance, fire_slot, start_schedule
 from .plan import plan
@@ -68,7 +68,7 @@ class SchedulerConfig:
 class Scheduler:
     def __init__(self, config: SchedulerConfig) -> None:
         self.config = config
-        self.name = f"{socket.gethostname()}:{os.getpid()}"
+        self.name = f"{jobs_settings().HOSTNAME or socket.gethostname()}:{os.getpid()}"
         self.stopping = False
         self.signals_received = 0
         # Per schedule id: the fields last checked and the outcome, so that a bad schedule is
@@ -82,6 +82,7 @@ class Scheduler:
                 name="jobs-scheduler",
                 on_connect=_listen,
                 should_stop=lambda: self.stopping,
+                libpq=listen_libpq(),
             )
 
     # --- one pass -------------------------------------------------------------------

@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 import psycopg
 from django.conf import settings
+from psycopg.conninfo import conninfo_to_dict
 from psycopg.types.json import set_json_loads
 
 from ..conf import jobs_settings
@@ -73,6 +74,14 @@ def connect(database: str = "default", *, application_name: str = "jobs", **libp
     conn = psycopg.connect(autocommit=True, prepare_threshold=prepare_threshold, **params)
     set_json_loads(_loads, conn)
     return conn
+
+
+def listen_libpq() -> dict[str, Any]:
+    """libpq parameters for a LISTEN connection: the server of ``JOBS_LISTEN_URL`` when set
+    (a direct connection past a pooler in transaction mode, which cannot keep a LISTEN),
+    else none (the database's own)."""
+    url = jobs_settings().LISTEN_URL
+    return dict(conninfo_to_dict(url)) if url else {}
 
 
 def _loads(data: str | bytes) -> Any:

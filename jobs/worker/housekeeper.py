@@ -44,7 +44,7 @@ from ..retry import decide
 from . import registry
 from .attempt import policy_from_row
 from .config import WorkerConfig
-from .db import Connection, is_connection_lost
+from .db import Connection, is_connection_lost, listen_libpq
 from .executor import die_with_parent, name_process
 from .slots import SlotTable
 
@@ -132,7 +132,10 @@ class Housekeeper:
         self.listener: Connection | None = None
         if self.config.listen:
             self.listener = Connection(
-                self.config.database, name="jobs-listener", on_connect=_listen, libpq=FAIL_FAST_LIBPQ
+                self.config.database,
+                name="jobs-listener",
+                on_connect=_listen,
+                libpq={**FAIL_FAST_LIBPQ, **listen_libpq()},
             )
         self.buffer = b""
         now = time.monotonic()

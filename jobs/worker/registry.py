@@ -13,6 +13,7 @@ import uuid
 from datetime import datetime
 from typing import Any
 
+from ..conf import jobs_settings
 from .config import WorkerConfig
 
 # A row not refreshed for this long belongs to a worker that is gone.
@@ -29,7 +30,7 @@ def register(cursor: Any, worker_id: uuid.UUID, config: WorkerConfig) -> None:
         """,
         [
             worker_id,
-            socket.gethostname(),
+            jobs_settings().HOSTNAME or socket.gethostname(),
             os.getppid(),
             ",".join(f"{name}:{weight}" for name, weight in config.queues),
             config.concurrency,

@@ -1,0 +1,14 @@
+"""``{% replica_lag %}``: the replica's lag, for the console's pages."""
+
+from typing import Any
+
+from django import template
+
+from .. import replica
+
+register = template.Library()
+
+
+@register.inclusion_tag("jobs/replica_lag.html")
+def replica_lag() -> dict[str, Any]:
+    return {"configured": replica.configured(), "lag": replica.lag_seconds()}

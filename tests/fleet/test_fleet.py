@@ -1,0 +1,77 @@
+"""The many-hosts drill, short: two simulated hosts (each a runworker in its own process
+group with its own host name), one of them SIGKILLed as a whole part-way; every job's side
+effect is there exactly once, and only jobs in flight on the killed host ran again."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import manage, side_effect_counts, subprocess_env
+from tests.process.resilience_support import running_worker, wait_until
+
+pytestmark = [pytest.mark.fleet, pytest.mark.django_db(transaction=True)]
+
+
+def test_two_hosts_one_killed_keep_every_side_effect_once() -> None:
+    proc = manage(
+        "fleet", "--hosts", "2", "--executors", "1", "--jobs", "600", "--millis", "2", "--kill", "--force",
+        env=subprocess_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, out + err
+    (result,) = json.loads(out[: out.index("\n]") + 2])
+    assert result["hosts"] == 2 and result["kills"] == 1
+    assert result["succeeded"] == result["jobs"] == result["effect_rows"] == 600
+    assert result["lost"] == 0
+    assert result["extra_runs"] <= result["in_flight_at_kills"]
+    # Each host registered under its own name; the killed one's replacement too.
+    names = set(result["hostnames"])
+    assert len(names) == 3 and {"fleet-host-0", "fleet-host-1"} <= names
+    assert "killed host fleet-host-" in err
+
+
+def test_bad_host_counts_are_refused() -> None:
+    proc = manage(
+        "fleet",
+        "--hosts",
+        "two",
+        "--force",
+        env=subprocess_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode != 0
+    assert "--hosts takes host counts such as 1,2,4,8" in err
+
+
+def worker_connections() -> int:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+        return int(cursor.fetchone()[0])
+
+
+@pytest.mark.usefixtures("side_effects")
+def test_a_worker_host_holds_the_documented_connections(tmp_path: Path) -> None:
+    """--concurrency 2: per executor its queue connection and the handlers' Django
+    connection, plus the housekeeper's and the listener's (tests/pgbouncer: none when
+    polling only)."""
+    from tests.tasks import basic
+
+    assert worker_connections() == 0
+    expected = 2 * 2 + 1 + 1
+    with running_worker(tmp_path, "--concurrency", "2"):
+        # Slow enough that both executors run handlers that use the ORM.
+        basic.sleep_then_record.enqueue_many([((f"k{i}", 0.05), {}) for i in range(20)])
+        wait_until(lambda: len(side_effect_counts()) == 20)
+        wait_until(lambda: worker_connections() == expected, message=f"{expected} connections")
+        assert worker_connections() == expected
