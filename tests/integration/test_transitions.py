@@ -134,6 +134,7 @@ OPERATIONS: dict[str, Callable[[Job], object]] = {
 }
 OPERATOR_ACTIONS = {"cancel", "discard", "replay", "run_now"}
 
+
 def workflow_sql(statement: str, job: Job) -> None:
     with connection.cursor() as cursor:
         # A node the row is not in, for rows of no workflow: the statement finds nothing.
