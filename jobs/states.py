@@ -49,6 +49,7 @@ TRANSITIONS: frozenset[tuple[State, State]] = frozenset(
     {
         (State.WAITING, State.QUEUED),  # a workflow step's inputs exist (workflow trigger)
         (State.WAITING, State.CANCELLED),  # its workflow failed or was cancelled first
+        (State.CANCELLED, State.WAITING),  # its workflow reopened by retrying a failed step
         (State.SCHEDULED, State.QUEUED),  # came due (promote), or run now (operator)
         (State.SCHEDULED, State.CANCELLED),  # cancel before it ran
         (State.SCHEDULED, State.DEAD),  # discarded before it ran (operator)

@@ -381,6 +381,25 @@ BEGIN
     RETURN 'cancelled';
 END $$;
 
+CREATE OR REPLACE FUNCTION jobs_wf_rewait(p_node uuid, p_after integer) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+    -- A chain reopened by a retry: what its failure cancelled after position p_after, never
+    -- started, waits again.
+    WITH RECURSIVE below AS (
+        SELECT id FROM jobs_workflow_node WHERE parent = p_node AND position > p_after
+        UNION ALL
+        SELECT n.id FROM jobs_workflow_node n JOIN below b ON n.parent = b.id
+    ), nodes AS (
+        UPDATE jobs_workflow_node SET state = 'pending', finished_at = NULL, error = ''
+        WHERE id IN (SELECT id FROM below) AND state = 'cancelled'
+    )
+    UPDATE jobs_job SET state = 'waiting', finished_at = NULL, last_error = ''
+    WHERE state = 'cancelled'
+      AND ((workflow_node = p_node AND workflow_position > p_after)
+           OR workflow_node IN (SELECT id FROM below));
+END $$;
+
 CREATE OR REPLACE FUNCTION jobs_wf_retry(p_job uuid) RETURNS text
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -425,7 +444,9 @@ BEGIN
                              ELSE remaining END,
             failures = 0
         WHERE id = at_node;
-        IF node.kind = 'group' THEN
+        IF node.kind IN ('chain', 'chord') THEN
+            PERFORM jobs_wf_rewait(at_node, node.remaining);
+        ELSIF node.kind = 'group' THEN
             -- Members a fast failure cancelled go again.
             UPDATE jobs_job SET state = 'queued', attempt = 0, started_attempt = 0, handbacks = 0,
                                 worker_ids = '{}', run_at = statement_timestamp(), finished_at = NULL
@@ -459,7 +480,8 @@ DROP FUNCTION IF EXISTS jobs_wf_job_finished(), jobs_wf_child_done(uuid, integer
     jobs_wf_done(uuid, boolean, jsonb, text), jobs_wf_results(uuid), jobs_wf_cancel_below(uuid, text),
     jobs_wf_start(uuid, jsonb, boolean), jobs_wf_start_child(uuid, integer, jsonb, boolean),
     jobs_wf_queue_steps(uuid, integer, jsonb, boolean), jobs_wf_signal(uuid, text, jsonb),
-    jobs_wf_expire_signals(timestamptz, integer), jobs_wf_cancel(uuid), jobs_wf_retry(uuid);
+    jobs_wf_expire_signals(timestamptz, integer), jobs_wf_cancel(uuid), jobs_wf_retry(uuid),
+    jobs_wf_rewait(uuid, integer);
 """
 
 

@@ -131,9 +131,3 @@ def retry_step(cursor: Any, *, job_id: uuid.UUID | str) -> str:
     Returns 'retried' or why not."""
     cursor.execute("SELECT jobs_wf_retry(%s)", [job_id])
     return str(cursor.fetchone()[0])
-
-
-def next_signal_deadline(cursor: Any) -> datetime | None:
-    """The earliest timeout of a wait in progress (a top-1 read of jobs_wfnode_deadline)."""
-    cursor.execute("SELECT min(deadline) FROM jobs_workflow_node WHERE kind = 'signal' AND state = 'running'")
-    return cursor.fetchone()[0]
