@@ -1,5 +1,6 @@
 """Tasks the workflow tests chain together. Side effects go to test_side_effects."""
 
+import time
 from typing import Any
 
 from django.db import connection
@@ -68,3 +69,26 @@ def raise_until(key: str, failures: int) -> None:
     if tried < failures:
         raise RuntimeError(f"{key} failed (try {tried + 1})")
     _effect(key)
+
+
+@task
+def stage(value: int, key: str) -> int:
+    """One step of the process tests' pipeline: record it, add one."""
+    _effect(key)
+    return value + 1
+
+
+@task
+def total(values: list[int], key: str) -> int:
+    _effect(key)
+    return sum(values)
+
+
+@task(takes_context=True, lease_seconds=1.5)
+def hang_first(context: TaskContext, value: int, key: str) -> int:
+    """Hangs on its first attempt, so that its worker can be killed in the middle of it."""
+    _effect(f"{key}:start")
+    if context.attempt == 1:
+        time.sleep(60)
+    _effect(f"{key}:end")
+    return value + 1
