@@ -48,6 +48,8 @@ class JobsSettings:
     # Enqueue prepares its INSERT once per connection. Turn off behind a pooler in
     # transaction mode that does not track prepared statements (PgBouncer < 1.21).
     PREPARED_STATEMENTS: bool = True
+    # A bearer token that may send workflow signals over HTTP besides staff ("" : staff only).
+    WORKFLOW_SIGNAL_TOKEN: str = ""
 
 
 # SQS's ceiling for a visibility timeout.
