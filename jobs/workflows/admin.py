@@ -91,16 +91,22 @@ class WorkflowAdmin(admin.ModelAdmin):
         run = Workflow(row.id)
         nodes = run.nodes
         svg = graph.render(nodes, job_url=lambda job_id: reverse("admin:jobs_job_change", args=[job_id]))
-        steps = [n for n in nodes if n.kind == "step"]
-        failed = [n for n in steps if n.state in FAILED_STEP_STATES]
+        compensating = {n.id for n in nodes if n.kind == "compensation"}
+        steps = [n for n in nodes if n.kind == "step" and n.parent not in compensating]
+        # A failed step can run again unless compensations already undid the rest.
+        undone = any(
+            n.kind == "compensation" and n.state in ("running", "succeeded", "failed") for n in nodes
+        )
+        failed = [] if undone else [n for n in steps if n.state in FAILED_STEP_STATES]
         waits = [n for n in nodes if n.kind == "signal" and n.state in ("pending", "running")]
         context = {
             **self.admin_site.each_context(request),
             "opts": self.model._meta,
             "title": f"Workflow {run.name or run.id}",
             "run": run,
+            "result_json": json.dumps(run.result, ensure_ascii=False),
             "graph": mark_safe(svg),  # noqa: S308 - built by graph.render, every text escaped
-            "nodes": [n for n in nodes if n.kind not in ("chain",)][:200],
+            "rows": [(n, _shown(n)) for n in nodes if n.kind != "chain"][:200],
             "node_count": len(nodes),
             "steps_done": sum(n.state == "succeeded" for n in steps),
             "steps_total": len(steps),
@@ -144,6 +150,17 @@ class WorkflowAdmin(admin.ModelAdmin):
         return _back(workflow_id)
 
 
+def _shown(node: Any) -> str:
+    """What the node table says of a node: its error, its result as JSON, or when it times out."""
+    if node.error:
+        return str(node.error)
+    if node.kind == "signal" and node.state == "running" and node.deadline:
+        return f"times out at {node.deadline:%Y-%m-%d %H:%M:%S %Z}"
+    if node.result is None:
+        return ""
+    return json.dumps(node.result, ensure_ascii=False)
+
+
 def _act(request: HttpRequest, action: Any) -> str | None:
     try:
         return str(action())
@@ -172,11 +189,17 @@ STYLE = mark_safe(
 .wf-running { background: #e3eefc; color: #2f6fd0; } .wf-compensating { background: #fff6dc; color: #9a6f00; }
 .wf-succeeded { background: #e3f4e8; color: #2e7d4f; } .wf-failed { background: #fde7e7; color: #c0392b; }
 .wf-cancelled { background: #ececec; color: #555; }
+.wf-dead, .wf-expired { background: #fde7e7; color: #c0392b; }
+.wf-queued, .wf-scheduled { background: #fff6dc; color: #9a6f00; }
+.wf-waiting, .wf-pending { background: #f2f2f2; color: #666; }
 .wf-graph-box { overflow-x: auto; border: 1px solid var(--hairline-color); border-radius: 6px; padding: 8px;
                 background: var(--body-bg); margin: 0 0 1.2em; }
 .wf-graph .wf-label { font: 600 12px system-ui, sans-serif; fill: #222; }
 .wf-graph .wf-state { font: 11px system-ui, sans-serif; }
 .wf-graph .wf-caption { font: 11px system-ui, sans-serif; fill: #666; }
+.wf-graph-box svg a, .wf-graph-box svg a:link, .wf-graph-box svg a:visited {
+    text-decoration: none !important; }
+.wf-graph a:hover rect { stroke-width: 2.5; }
 .wf-summary { display: flex; flex-wrap: wrap; gap: 2em; margin: .3em 0 1em; }
 .wf-summary div b { display: block; font-size: 11px; color: var(--body-quiet-color);
                     text-transform: uppercase; }

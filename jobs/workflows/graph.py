@@ -13,8 +13,10 @@ from .runs import NodeView
 
 BOX_W, BOX_H = 150, 40
 GAP_X, GAP_Y, PAD = 36, 12, 12
-# A group shows at most this many members; the rest are counted in one box.
-MAX_MEMBERS = 12
+# A group shows at most this many members; the rest are counted in one box. Members that
+# are single steps are laid out in columns of ROWS.
+ROWS, COLUMNS = 6, 4
+MAX_MEMBERS = ROWS * COLUMNS - 1
 
 COLOURS = {
     "succeeded": ("#e3f4e8", "#2e7d4f"),
@@ -35,6 +37,7 @@ class _Box:
     view: NodeView | None
     children: list[_Box] = field(default_factory=list)
     hidden: int = 0
+    columns: int = 1
     w: float = BOX_W
     h: float = BOX_H
 
@@ -69,9 +72,17 @@ def _measure(box: _Box) -> None:
         box.w = sum(c.w for c in box.children) + GAP_X * max(len(box.children) - 1, 0)
         box.h = max((c.h for c in box.children), default=BOX_H)
     elif kind == "group":
-        rows = len(box.children) + (1 if box.hidden else 0)
-        box.w = max((c.w for c in box.children), default=BOX_W) + 2 * PAD
-        box.h = sum(c.h for c in box.children) + (BOX_H if box.hidden else 0) + GAP_Y * max(rows - 1, 0)
+        cells = len(box.children) + (1 if box.hidden else 0)
+        if cells > ROWS and all(
+            c.view is not None and c.view.kind in ("step", "signal") for c in box.children
+        ):
+            box.columns = -(-cells // ROWS)
+            rows = ROWS
+            box.w = box.columns * BOX_W + (box.columns - 1) * GAP_Y + 2 * PAD
+            box.h = rows * BOX_H + (rows - 1) * GAP_Y
+        else:
+            box.w = max((c.w for c in box.children), default=BOX_W) + 2 * PAD
+            box.h = sum(c.h for c in box.children) + (BOX_H if box.hidden else 0) + GAP_Y * max(cells - 1, 0)
         box.h += 2 * PAD + 14
 
 
@@ -92,7 +103,8 @@ def render(nodes: list[NodeView], *, job_url: Callable[[uuid.UUID], str]) -> str
         for index, comp in enumerate(ordered):
             x = 10 + index * (BOX_W + GAP_X)
             job = next((n for n in nodes if n.kind == "step" and n.parent == comp.id), None)
-            state = job.state if job else comp.state
+            # Its job waits ('waiting') until needed: the node's own state says more.
+            state = job.state if job and job.state != "waiting" else comp.state
             badge = f"#{comp.position}" if comp.position else ""
             _step(parts, x, y, comp.label, state, job.job_id if job else None, job_url, badge=badge)
             width = max(width, x + BOX_W + 10)
@@ -128,14 +140,26 @@ def _draw(box: _Box, x: float, y: float, parts: list[str], job_url: Callable[[uu
                      f'fill="none" stroke="{stroke}" stroke-dasharray="5 4"/>')  # fmt: skip
         parts.append(f'<text x="{x + PAD:.0f}" y="{y + 14:.0f}" class="wf-caption">'
                      f"{escape(view.label)} · {escape(view.state)}</text>")  # fmt: skip
-        cy = y + PAD + 14
-        for child in box.children:
-            _draw(child, x + PAD + (box.w - 2 * PAD - child.w) / 2, cy, parts, job_url)
-            cy += child.h + GAP_Y
+        top = y + PAD + 14
+        if box.columns > 1:
+            for index, child in enumerate(box.children):
+                column, row = divmod(index, ROWS)
+                _draw(child, x + PAD + column * (BOX_W + GAP_Y), top + row * (BOX_H + GAP_Y), parts, job_url)
+            column, row = divmod(len(box.children), ROWS)
+            cx, cy = x + PAD + column * (BOX_W + GAP_Y), top + row * (BOX_H + GAP_Y)
+        else:
+            cy = top
+            for child in box.children:
+                _draw(child, x + PAD + (box.w - 2 * PAD - child.w) / 2, cy, parts, job_url)
+                cy += child.h + GAP_Y
+            cx = x + PAD
         if box.hidden:
-            _step(parts, x + PAD, cy, f"… {box.hidden} more members", view.state, None, job_url)
+            _step(parts, cx, cy, f"… {box.hidden} more", view.state, None, job_url)
     elif view.kind == "signal":
-        _step(parts, x, y, f"wait: {view.label}", view.state, None, job_url, dashed=True)
+        waiting = view.state == "running"
+        until = f" until {view.deadline:%m-%d %H:%M}" if waiting and view.deadline else ""
+        shown = f"waiting{until}" if waiting else view.state
+        _step(parts, x, y, f"wait: {view.label}", view.state, None, job_url, dashed=True, state_text=shown)
     else:
         _step(parts, x, y, view.label.rsplit(".", 1)[-1], view.state, view.job_id, job_url,
               badge=f"×{view.attempt}" if view.attempt > 1 else "")  # fmt: skip
@@ -143,7 +167,7 @@ def _draw(box: _Box, x: float, y: float, parts: list[str], job_url: Callable[[uu
 
 def _step(
     parts: list[str], x: float, y: float, label: str, state: str, job_id: uuid.UUID | None,
-    job_url: Callable[[uuid.UUID], str], *, dashed: bool = False, badge: str = "",
+    job_url: Callable[[uuid.UUID], str], *, dashed: bool = False, badge: str = "", state_text: str = "",
 ) -> None:  # fmt: skip
     fill, stroke = COLOURS.get(state, COLOURS["pending"])
     dash = ' stroke-dasharray="4 3"' if dashed else ""
@@ -152,7 +176,8 @@ def _step(
         f'<rect x="{x:.0f}" y="{y:.0f}" width="{BOX_W}" height="{BOX_H}" rx="6" fill="{fill}" '
         f'stroke="{stroke}" stroke-width="1.5"{dash}/>'
         f'<text x="{x + 8:.0f}" y="{y + 17:.0f}" class="wf-label">{escape(text)}</text>'
-        f'<text x="{x + 8:.0f}" y="{y + 32:.0f}" class="wf-state" fill="{stroke}">{escape(state)}'
+        f'<text x="{x + 8:.0f}" y="{y + 32:.0f}" class="wf-state" fill="{stroke}">'
+        f"{escape(state_text or state)}"
         f"{' ' + escape(badge) if badge else ''}</text>"
         f"<title>{escape(label)}: {escape(state)}</title>"
     )

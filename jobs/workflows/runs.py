@@ -49,6 +49,8 @@ class NodeView:
     # A compensation: the step it undoes.
     target: uuid.UUID | None = None
     finished_at: datetime | None = None
+    # A signal wait in progress: when it times out.
+    deadline: datetime | None = None
 
 
 class Workflow:
@@ -87,7 +89,7 @@ class Workflow:
         return self._nodes
 
     def steps(self, label: str | None = None) -> list[NodeView]:
-        """The steps (job rows), optionally only those of one task name."""
+        """The steps (job rows, compensations' included), optionally of one task path only."""
         return [n for n in self.nodes if n.kind == "step" and (label is None or n.label == label)]
 
     def compensations(self) -> list[NodeView]:
@@ -205,7 +207,7 @@ def _read_nodes(workflow_id: uuid.UUID, database: str) -> list[NodeView]:
     )  # fmt: skip
     views = [
         NodeView(n.id, n.kind, n.label, n.state, n.parent, n.position, n.result, n.error, n.job_id,
-                 target=n.target, finished_at=n.finished_at)
+                 target=n.target, finished_at=n.finished_at, deadline=n.deadline)
         for n in nodes
     ]  # fmt: skip
     for job in jobs:
