@@ -293,7 +293,24 @@ END $$;
 
 CREATE OR REPLACE FUNCTION jobs_wf_job_finished() RETURNS trigger
 LANGUAGE plpgsql AS $$
+DECLARE
+    parent_kind text;
 BEGIN
+    -- The common case first, in two statements: a group member that succeeded and is not
+    -- the last. The workflow row is locked first, as on every path.
+    IF NEW.state = 'succeeded' THEN
+        SELECT n.kind INTO parent_kind
+        FROM jobs_workflow_node n JOIN jobs_workflow w ON w.id = n.workflow_id
+        WHERE n.id = NEW.workflow_node AND w.status = 'running'
+        FOR UPDATE OF w;
+        IF parent_kind = 'group' THEN
+            UPDATE jobs_workflow_node SET remaining = remaining - 1
+            WHERE id = NEW.workflow_node AND state = 'running' AND remaining > 1;
+            IF FOUND THEN
+                RETURN NULL;
+            END IF;
+        END IF;
+    END IF;
     PERFORM jobs_wf_child_done(
         NEW.workflow_node, NEW.workflow_position, NEW.state = 'succeeded', NEW.result,
         CASE WHEN NEW.state = 'succeeded' THEN ''
