@@ -153,3 +153,21 @@ def test_a_failed_group_member_retried_brings_back_the_members_its_failure_cance
     drive(run)
     assert run.status == "succeeded", run.error
     assert run.result == {"label": "", "values": [1, 4]}
+
+
+def test_pruning_keeps_the_steps_of_workflows_under_way() -> None:
+    from datetime import timedelta
+
+    from jobs.states import State
+
+    under_way = group(step(t.add, 1, 1), wait_signal("later")).enqueue()
+    done = chain(step(t.add, 2, 2)).enqueue()
+    drive(under_way)
+    drive(done)
+    kept, pruned = under_way.steps()[0].job_id, done.steps()[0].job_id
+    later = clock() + timedelta(days=30)
+    assert store.prune(retention={State.SUCCEEDED: 86400}, now=later) == 1
+    assert Job.objects.filter(id=kept).exists()
+    assert not Job.objects.filter(id=pruned).exists()
+    assert under_way.signal("later", 9) == "delivered"
+    assert under_way.refresh().result == [2, 9]

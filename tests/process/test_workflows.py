@@ -49,3 +49,17 @@ def test_a_worker_killed_mid_chain_and_the_workflow_completes_exactly_once(tmp_p
     assert killed.attempt == 2
     assert [e["exception"] for e in killed.errors] == ["jobs.exceptions.WorkerLost"]
     assert all(n.attempt == 1 for n in workflow.steps() if n.job_id != hanging.id)
+
+
+def test_a_real_workers_housekeeping_times_out_a_wait_and_the_payment_is_refunded(tmp_path: Path) -> None:
+    from demos.workflows import start_payment_approval
+
+    with running_worker(tmp_path, "--concurrency", "1", name="worker"):
+        run = start_payment_approval(order_id=11, amount_cents=300, timeout=1.0)
+        wait_until(lambda: Workflow(run.id).finished, timeout=20, message="the wait to time out")
+    run.refresh()
+    assert run.status == "failed"
+    assert run.error == "timeout: no 'approval' signal within 1 s"
+    [refund] = run.compensations()
+    assert refund.state == "succeeded"
+    assert Job.objects.get(id=refund.job_id).result["refunded"] is True
