@@ -39,6 +39,7 @@ INSTALLED_APPS = [
     "jobs",
     "accounts",
     "notifications",
+    "demos",
 ]
 
 MIDDLEWARE = [
@@ -201,6 +202,9 @@ JOBS = {
     # Schedules declared here, synced into the database when a scheduler starts:
     # {"name": {"task": "app.tasks.fn", "cron": "0 3 * * *", ...}}; None drops a built-in.
     "SCHEDULES": {},
+    # A bearer token that may send workflow signals (POST /api/workflows/<id>/signals/<name>)
+    # besides staff sessions; empty: staff only.
+    "WORKFLOW_SIGNAL_TOKEN": env.str("JOBS_WORKFLOW_SIGNAL_TOKEN", default=""),
 }
 
 # --- Accounts, email and the public site's security -------------------------------------

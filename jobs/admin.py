@@ -124,3 +124,4 @@ class WorkerAdmin(admin.ModelAdmin):
 
 from .limits_admin import LimitAdmin  # noqa: E402, F401
 from .scheduler import admin as schedule_admin  # noqa: E402, F401
+from .workflows import admin as workflow_admin  # noqa: E402, F401

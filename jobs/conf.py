@@ -53,6 +53,8 @@ class JobsSettings:
     LISTEN_URL: str = ""
     # The worker registry's host name (empty: the machine's), for several hosts on one box.
     HOSTNAME: str = ""
+    # A bearer token that may send workflow signals over HTTP besides staff ("" : staff only).
+    WORKFLOW_SIGNAL_TOKEN: str = ""
 
 
 # SQS's ceiling for a visibility timeout.

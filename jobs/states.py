@@ -10,6 +10,13 @@ from django.tasks import TaskResultStatus
 
 
 class State(models.TextChoices):
+    # A workflow step whose inputs do not exist yet (jobs/workflows/): the previous step of
+    # its chain, or every member of the group before it, has not succeeded. The claim never
+    # looks at these rows; the statement that records the last input's success makes the
+    # step 'queued' (or 'cancelled' when the workflow fails or is cancelled), in the same
+    # transaction (the trigger of migration 0012_workflows). A compensation waits here
+    # until its workflow fails.
+    WAITING = "waiting", "Waiting (workflow)"
     # Waiting for its time: a delayed job, or one waiting for its next retry or the end of
     # a snooze (``run_at`` in the future). The claim never looks at these rows, so however
     # many there are, claiming due work costs the same; every worker's housekeeping moves
@@ -35,11 +42,14 @@ class State(models.TextChoices):
 
 
 FINISHED = frozenset({State.SUCCEEDED, State.DEAD, State.CANCELLED, State.EXPIRED})
-UNFINISHED = frozenset({State.SCHEDULED, State.QUEUED, State.RUNNING})
+UNFINISHED = frozenset({State.WAITING, State.SCHEDULED, State.QUEUED, State.RUNNING})
 
 # (from, to) pairs that jobs/store/ performs. Anything else is a bug.
 TRANSITIONS: frozenset[tuple[State, State]] = frozenset(
     {
+        (State.WAITING, State.QUEUED),  # a workflow step's inputs exist (workflow trigger)
+        (State.WAITING, State.CANCELLED),  # its workflow failed or was cancelled first
+        (State.CANCELLED, State.WAITING),  # its workflow reopened by retrying a failed step
         (State.SCHEDULED, State.QUEUED),  # came due (promote), or run now (operator)
         (State.SCHEDULED, State.CANCELLED),  # cancel before it ran
         (State.SCHEDULED, State.DEAD),  # discarded before it ran (operator)
@@ -59,6 +69,7 @@ TRANSITIONS: frozenset[tuple[State, State]] = frozenset(
 )
 
 TASK_STATUS = {
+    State.WAITING: TaskResultStatus.READY,
     State.SCHEDULED: TaskResultStatus.READY,
     State.QUEUED: TaskResultStatus.READY,
     State.RUNNING: TaskResultStatus.RUNNING,

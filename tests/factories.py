@@ -107,6 +107,9 @@ def job(
         values["finished_at"] = now
     if state == State.SUCCEEDED:
         values["result"] = None
+    if state == State.WAITING:
+        # Only workflow steps wait: in a node (here one with no row, which advances nothing).
+        values.update(workflow_node=uuid.uuid4(), workflow_position=0)
     values.update(extra)
     return Job.objects.create(**values)
 

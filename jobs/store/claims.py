@@ -271,15 +271,19 @@ class Due(NamedTuple):
     # The earliest lease of a running job and the earliest due time of a scheduled one.
     lease_expires: datetime | None
     scheduled: datetime | None
+    # The earliest timeout of a workflow's signal wait (jobs/workflows/).
+    signal_timeout: datetime | None = None
 
 
 def next_due(cursor: Any) -> Due:
-    """Two top-1 index reads (jobs_job_lease, jobs_job_scheduled) and the clock."""
+    """Three top-1 index reads (jobs_job_lease, jobs_job_scheduled, jobs_wfnode_deadline)
+    and the clock."""
     cursor.execute(
         """
         SELECT statement_timestamp(),
                (SELECT min(lease_expires_at) FROM jobs_job WHERE state = 'running'),
-               (SELECT min(run_at) FROM jobs_job WHERE state = 'scheduled')
+               (SELECT min(run_at) FROM jobs_job WHERE state = 'scheduled'),
+               (SELECT min(deadline) FROM jobs_workflow_node WHERE kind = 'signal' AND state = 'running')
         """
     )
     return Due._make(cursor.fetchone())

@@ -43,6 +43,9 @@ class NewJob:
     expires_at: datetime | None = None
     limit_name: str | None = None
     limit_key: str = ""
+    # A workflow step (jobs/workflows/): its node and place, inserted 'waiting'.
+    workflow_node: uuid.UUID | None = None
+    workflow_position: int | None = None
 
     def is_plain(self) -> bool:
         """No options of its own: every column but the basics takes its default."""

@@ -83,7 +83,8 @@ def run_now(job_id: uuid.UUID | str) -> None:
 
 
 def prune(*, retention: dict[State, float], now: datetime | None = None, batch: int = 5000) -> int:
-    """Delete finished jobs older than their state's retention (seconds). Returns count."""
+    """Delete finished jobs older than their state's retention (seconds), but not the steps
+    of workflows still under way. Returns count."""
     from django.db import connection
 
     deleted = 0
@@ -97,6 +98,13 @@ def prune(*, retention: dict[State, float], now: datetime | None = None, batch: 
                         WHERE state = %(state)s
                           AND finished_at < coalesce(%(now)s, statement_timestamp())
                                             - %(seconds)s * interval '1 second'
+                          -- A step of a workflow still under way is kept: a group gathers
+                          -- its members' results, a failure compensates finished steps.
+                          AND (workflow_node IS NULL OR NOT EXISTS (
+                              SELECT 1 FROM jobs_workflow_node n
+                              JOIN jobs_workflow w ON w.id = n.workflow_id
+                              WHERE n.id = jobs_job.workflow_node
+                                AND w.status IN ('running', 'compensating')))
                         LIMIT %(batch)s)
                     """,
                     {"state": state, "now": now, "seconds": seconds, "batch": batch},

@@ -41,6 +41,7 @@ import psycopg
 from .. import store
 from ..payloads import error_record
 from ..retry import decide
+from ..store import workflows as workflow_store
 from . import registry
 from .attempt import policy_from_row
 from .config import WorkerConfig
@@ -144,6 +145,7 @@ class Housekeeper:
         self.next_due_check = now
         self.next_reap = float("inf")
         self.next_promote = float("inf")
+        self.next_timeouts = float("inf")
         self.retry_locked_at = float("inf")
         self.unextended: set[uuid.UUID] = set()
         self.listen_retry_at = 0.0
@@ -173,6 +175,8 @@ class Housekeeper:
                 self._reap(now)
             if now >= self.next_promote:
                 self._promote(now)
+            if now >= self.next_timeouts:
+                self._expire_signal_waits(now)
             self._wait()
         self._db(lambda cursor: registry.unregister(cursor, self.worker_id), "unregister")
         self.db.drop()
@@ -187,7 +191,12 @@ class Housekeeper:
     def _wait(self) -> None:
         now = time.monotonic()
         deadline = min(
-            self.next_heartbeat, self.next_due_check, self.next_reap, self.next_promote, self.retry_locked_at
+            self.next_heartbeat,
+            self.next_due_check,
+            self.next_reap,
+            self.next_promote,
+            self.retry_locked_at,
+            self.next_timeouts,
         )
         timeout = min(max(deadline - now, 0.0), 1.0)
         fds = [self.commands_r]
@@ -296,6 +305,7 @@ class Housekeeper:
             now, due.now, due.lease_expires, store.REAP_GRACE + random.uniform(0, REAP_JITTER)
         )
         self.next_promote = self._when(now, due.now, due.scheduled, 0.0)
+        self.next_timeouts = self._when(now, due.now, due.signal_timeout, 0.0)
 
     @staticmethod
     def _when(now: float, db_now: datetime, at: datetime | None, extra: float) -> float:
@@ -341,6 +351,19 @@ class Housekeeper:
             return
         if promoted:
             logger.debug("event=promoted %s", " ".join(f"{q}={n}" for q, n in promoted.items()))
+            self.wake_executors()
+            self.next_due_check = now
+
+    def _expire_signal_waits(self, now: float) -> None:
+        """Workflows' signal waits whose timeout passed fail (and their workflows with them)."""
+        self.next_timeouts = float("inf")
+        expired = self._db(workflow_store.expire_signals, "signal_timeouts")
+        if expired is None:
+            self.next_timeouts = now + RETRY_AFTER
+            return
+        if expired:
+            logger.info("event=signal_waits_timed_out count=%d", expired)
+            # Compensations may have become due.
             self.wake_executors()
             self.next_due_check = now
 

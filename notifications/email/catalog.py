@@ -44,6 +44,8 @@ TEMPLATES = {
         EmailTemplate("password_reset", frozenset({"username", "link", "valid_for"})),
         EmailTemplate("welcome", frozenset({"name"}), api=True),
         EmailTemplate("order_receipt", frozenset({"name", "order_number", "total"}), api=True),
+        # The video pipeline demo's last step (demos/).
+        EmailTemplate("video_ready", frozenset({"name", "title", "cover"})),
     )
 }
 

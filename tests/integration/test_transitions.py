@@ -128,11 +128,35 @@ OPERATIONS: dict[str, Callable[[Job], object]] = {
     "discard": lambda job: store.discard(job.id),
     "replay": lambda job: store.replay(job.id),
     "run_now": lambda job: store.run_now(job.id),
+    # The workflow functions (migration 0012_workflows): a step's node is reached, or fails.
+    "workflow_reached": lambda job: workflow_sql("SELECT jobs_wf_queue_steps(%s, NULL, NULL, false)", job),
+    "workflow_failed": lambda job: workflow_sql("SELECT jobs_wf_cancel_below(%s, 'failed')", job),
+    "workflow_reopened": lambda job: reopen(job),
 }
 OPERATOR_ACTIONS = {"cancel", "discard", "replay", "run_now"}
 
+
+def workflow_sql(statement: str, job: Job) -> None:
+    with connection.cursor() as cursor:
+        # A node the row is not in, for rows of no workflow: the statement finds nothing.
+        cursor.execute(statement, [job.workflow_node or uuid.uuid4()])
+
+
+def reopen(job: Job) -> None:
+    """A retry reopening the chain the row is in (put there for the call, and taken out)."""
+    node = uuid.uuid4()
+    Job.objects.filter(id=job.id).update(workflow_node=node, workflow_position=1)
+    workflow_sql("SELECT jobs_wf_rewait(%s, 0)", Job(workflow_node=node))
+    Job.objects.filter(id=job.id).update(
+        workflow_node=job.workflow_node, workflow_position=job.workflow_position
+    )
+
+
 # What each operation does to a row in a given state; every other pair changes nothing.
 EXPECTED: dict[tuple[str, State], State] = {
+    ("workflow_reached", State.WAITING): State.QUEUED,
+    ("workflow_failed", State.WAITING): State.CANCELLED,
+    ("workflow_reopened", State.CANCELLED): State.WAITING,
     ("promote", State.SCHEDULED): State.QUEUED,
     ("cancel", State.SCHEDULED): State.CANCELLED,
     ("discard", State.SCHEDULED): State.DEAD,

@@ -1,0 +1,1 @@
+"""Runnable workflow demos: the video pipeline and the payment approval (jobs.workflows)."""

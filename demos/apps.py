@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class DemosConfig(AppConfig):
+    name = "demos"
+    verbose_name = "Workflow demos"
