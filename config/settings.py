@@ -42,6 +42,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First: the request's trace id (traceparent / X-Request-ID) and request metrics.
+    "jobs.middleware.ObserveMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -134,6 +136,9 @@ JOBS = {
     "SHUTDOWN_TIMEOUT": env.float("JOBS_SHUTDOWN_TIMEOUT", default=30.0),
     # Prepared enqueue statements; off for PgBouncer < 1.21 in transaction mode.
     "PREPARED_STATEMENTS": env.bool("JOBS_PREPARED_STATEMENTS", default=True),
+    # Each runworker's Prometheus /metrics (0: off); the address it listens on.
+    "METRICS_PORT": env.int("JOBS_METRICS_PORT", default=0),
+    "METRICS_ADDR": env.str("JOBS_METRICS_ADDR", default="127.0.0.1"),
     # Retention of finished jobs before pruning (seconds).
     "RETENTION_SUCCEEDED": env.float("JOBS_RETENTION_SUCCEEDED", default=7 * 86400),
     "RETENTION_DEAD": env.float("JOBS_RETENTION_DEAD", default=90 * 86400),
@@ -285,6 +290,10 @@ if _proxy_ssl_header and len(_proxy_ssl_header) != 2:
 SECURE_PROXY_SSL_HEADER = (_proxy_ssl_header[0], _proxy_ssl_header[1]) if _proxy_ssl_header else None
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
 
+# --- Observability (jobs/metrics.py, jobs/middleware.py, jobs/otel.py) ---------------------
+# /metrics needs "Authorization: Bearer <this>"; empty: the endpoint answers 404.
+METRICS_TOKEN = env.str("METRICS_TOKEN", default="")
+
 # --- PUSH: push notifications (notifications/push) ---------------------------------------
 PUSH = {
     # Dotted path of the backend: console (prints), locmem (an outbox in memory, for tests),
@@ -311,14 +320,23 @@ PUSH = {
 # --- end of PUSH ----------------------------------------------------------------------------
 
 LOG_LEVEL = env.str("LOG_LEVEL", default="INFO")
+# text: "ts=... level=... key=value" lines; json: one JSON object per line (jobs/logs.py).
+LOG_FORMAT = env.str("LOG_FORMAT", default="text")
+if LOG_FORMAT not in ("text", "json"):
+    raise ImproperlyConfigured(f"LOG_FORMAT must be text or json, not {LOG_FORMAT!r}")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {
         "kv": {"format": "ts=%(asctime)s level=%(levelname)s logger=%(name)s %(message)s"},
+        "json": {
+            "()": "jobs.logs.JsonFormatter",
+            "format": "%(asctime)s %(levelname)s %(name)s %(message)s",
+            "rename_fields": {"asctime": "ts", "levelname": "level", "name": "logger"},
+        },
     },
     "handlers": {
-        "console": {"class": "logging.StreamHandler", "formatter": "kv"},
+        "console": {"class": "logging.StreamHandler", "formatter": "json" if LOG_FORMAT == "json" else "kv"},
     },
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
     "loggers": {

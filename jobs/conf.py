@@ -48,6 +48,9 @@ class JobsSettings:
     # Enqueue prepares its INSERT once per connection. Turn off behind a pooler in
     # transaction mode that does not track prepared statements (PgBouncer < 1.21).
     PREPARED_STATEMENTS: bool = True
+    # A runworker serves Prometheus metrics on this port (0: off) and address.
+    METRICS_PORT: int = 0
+    METRICS_ADDR: str = "127.0.0.1"
 
 
 # SQS's ceiling for a visibility timeout.

@@ -54,6 +54,7 @@ class Reaped(NamedTuple):
     attempt: int
     # True when the attempt had never started and was given back unused.
     unstarted: bool
+    queue_name: str
 
 
 def claim(

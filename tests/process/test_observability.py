@@ -1,0 +1,230 @@
+"""A real ``runworker`` with ``--metrics-port``: its /metrics against what ran, its JSON log
+lines, the trace of a web request followed into its job, and OpenTelemetry spans."""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import subprocess
+import sys
+import urllib.request
+from collections import Counter
+from typing import Any
+
+import pytest
+from django.test import Client
+from prometheus_client.parser import text_string_to_metric_families
+
+from jobs.models import Job
+from jobs.observe import current_trace
+from jobs.states import State
+from tests.conftest import ROOT, subprocess_env
+from tests.mail import free_port
+from tests.process.resilience_support import running_worker, wait_until
+from tests.tasks import basic, observed
+
+pytestmark = [pytest.mark.process, pytest.mark.django_db(transaction=True)]
+
+CANARY = "canary.observer+metrics@example.com"
+TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
+UUID = re.compile(r"[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}")
+JOB_FIELDS = {"event", "job_id", "task", "queue", "attempt", "trace_id", "duration_ms", "outcome"}
+
+
+def scrape(port: int) -> str:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+        return response.read().decode()
+
+
+def samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    found = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            found[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    return found
+
+
+def finished(text: str) -> Counter[tuple[str, str]]:
+    counts: Counter[tuple[str, str]] = Counter()
+    for (name, labels), value in samples(text).items():
+        if name == "jobs_finished_total":
+            label = dict(labels)
+            counts[(label["task"].rpartition(".")[2], label["outcome"])] += int(value)
+    return counts
+
+
+def value(text: str, name: str, **labels: str) -> float:
+    return samples(text).get((name, tuple(sorted(labels.items()))), 0.0)
+
+
+def test_worker_metrics_count_what_ran_and_its_json_logs_follow_the_trace(tmp_path, smtp_sink) -> None:
+    for _ in range(6):
+        observed.greet.enqueue(CANARY)
+    for _ in range(2):
+        observed.flaky.enqueue(CANARY)
+    observed.doomed.enqueue(CANARY)
+    token = current_trace.set(TRACE)
+    try:
+        # Enqueued in a trace (as a request would): the child job it enqueues joins it.
+        parent = observed.fan_out.enqueue(CANARY)
+    finally:
+        current_trace.reset(token)
+    basic.spin_forever.using(max_attempts=1).enqueue()
+    basic.exit_process.using(max_attempts=1).enqueue()
+    # A web request with a W3C traceparent: its job carries the request's trace id.
+    traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    response = Client().post(
+        "/api/signup",
+        json.dumps(
+            {"email": "ann@example.com", "username": "ann", "password": "correct horse battery staple"}
+        ),
+        content_type="application/json",
+        HTTP_TRACEPARENT=traceparent,
+    )
+    assert response["X-Request-ID"] == "0af7651916cd43dd8448eb211c80319c"
+    request_jobs = list(Job.objects.filter(trace_id="0af7651916cd43dd8448eb211c80319c"))
+    assert request_jobs, response.content
+
+    port = free_port()
+    env = {"LOG_FORMAT": "json", "EMAIL_URL": smtp_sink.url, "SITE_URL": "http://testserver"}
+    with running_worker(tmp_path, "--concurrency", "2", "--metrics-port", str(port), **env) as worker:
+        wait_until(
+            lambda: not Job.objects.filter(state__in=[State.QUEUED, State.SCHEDULED, State.RUNNING]).exists(),
+            timeout=40,
+            message="every job finished",
+        )
+        expected = {
+            ("greet", "succeeded"): 7,
+            ("fan_out", "succeeded"): 1,
+            ("flaky", "retried"): 2,
+            ("flaky", "succeeded"): 2,
+            ("doomed", "dead"): 1,
+            ("spin_forever", "time_limit"): 1,
+            ("exit_process", "process_died"): 1,
+        }
+
+        def settled() -> str | None:
+            text = scrape(port)
+            counts = finished(text)
+            done = all(counts[key] == n for key, n in expected.items())
+            return text if done and value(text, "jobs_worker_executors_alive") == 2 else None
+
+        text = wait_until(settled, timeout=15, message="the counts in /metrics")
+        counts = finished(text)
+        for key, n in expected.items():
+            assert counts[key] == n, (key, counts)
+        # Attempts that ran to an outcome: their durations and waits (killed ones have none).
+        ran = sum(n for (task, _), n in expected.items() if task not in ("spin_forever", "exit_process"))
+        durations = sum(
+            v for (name, _), v in samples(text).items() if name == "jobs_run_duration_seconds_count"
+        )
+        waits = sum(v for (name, _), v in samples(text).items() if name == "jobs_queue_wait_seconds_count")
+        assert durations >= ran and waits >= ran
+        assert value(text, "jobs_run_duration_seconds_count", task="tests.tasks.observed.flaky") == 4
+        assert value(text, "jobs_enqueued_total", task="tests.tasks.observed.greet") == 1
+        assert value(text, "jobs_worker_jobs_in_hand") == 0
+        assert value(text, "jobs_worker_last_heartbeat_timestamp_seconds") > 1e9
+        audit(text)
+        worker.signal(signal.SIGTERM)
+        assert worker.wait(timeout=20) == 0
+        output = worker.log()
+
+    lines = [json.loads(line) for line in output.splitlines() if line.strip()]
+    assert CANARY not in output
+    jobs = [line for line in lines if line.get("logger") == "jobs.job"]
+    assert len(jobs) >= 13
+    for line in jobs:
+        assert set(line) >= JOB_FIELDS, line
+    doomed = next(line for line in jobs if line["task"].endswith(".doomed"))
+    assert (doomed["outcome"], doomed["error_type"], doomed["attempt"]) == ("dead", "RuntimeError", 1)
+    flaky = [line for line in jobs if line["task"].endswith(".flaky")]
+    assert sorted(line["outcome"] for line in flaky) == ["retry", "retry", "succeeded", "succeeded"]
+    # The trace: the parent job, and the job it enqueued, logged under the enqueuer's trace.
+    traced = [line for line in jobs if line["trace_id"] == TRACE]
+    assert {line["task"].rpartition(".")[2] for line in traced} == {"fan_out", "greet"}
+    assert Job.objects.get(id=parent.id).result == TRACE
+    # The request's jobs, logged by the worker under the request's trace id.
+    request_lines = [line for line in jobs if line["trace_id"] == "0af7651916cd43dd8448eb211c80319c"]
+    assert {line["job_id"] for line in request_lines} == {str(job.id) for job in request_jobs}
+    # The supervisor's and housekeeper's lines are JSON too, with their event lifted out.
+    assert {"worker_started", "time_limit", "executor_lost"} <= {line.get("event") for line in lines}
+
+
+def audit(text: str) -> None:
+    """Bounded labels only: no id, no argument, nothing personal."""
+    assert CANARY not in text and "example.com" not in text
+    for (name, labels), _ in samples(text).items():
+        assert name.startswith("jobs_"), name
+        for label, label_value in labels:
+            assert label in {"task", "queue", "outcome", "le"}, (name, label)
+            assert not UUID.search(label_value), (name, label, label_value)
+
+
+def test_without_a_port_a_worker_serves_and_counts_nothing(tmp_path) -> None:
+    observed.greet.enqueue(CANARY)
+    port = free_port()
+    with running_worker(tmp_path, "--concurrency", "1", "--burst") as worker:
+        assert worker.wait(timeout=30) == 0
+    with pytest.raises(OSError):
+        scrape(port)
+
+
+def test_opentelemetry_spans_link_the_enqueue_to_each_attempt(tmp_path) -> None:
+    env = {"OTEL_TRACES_EXPORTER": "console", "LOG_FORMAT": "json"}
+    code = (
+        "import django, json, sys; django.setup(); "
+        "from tests.tasks import observed; "
+        "observed.flaky.enqueue('x'); "
+        "print(json.dumps({'otel_loaded': 'opentelemetry' in sys.modules}))"
+    )
+    enqueue = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        env=subprocess_env(DJANGO_SETTINGS_MODULE="tests.settings", **env),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    producer = [s for s in _spans(enqueue.stdout) if s["kind"] == "SpanKind.PRODUCER"]
+    assert len(producer) == 1
+    job = Job.objects.get()
+    assert job.trace_id.startswith("00-") and producer[0]["context"]["span_id"][2:] in job.trace_id
+    with running_worker(tmp_path, "--concurrency", "1", **env) as worker:
+        wait_until(lambda: Job.objects.get().state == State.SUCCEEDED, timeout=20, message="the retry")
+        worker.signal(signal.SIGTERM)
+        assert worker.wait(timeout=20) == 0
+        output = worker.log()
+    consumers = [s for s in _spans(output) if s["kind"] == "SpanKind.CONSUMER"]
+    assert len(consumers) == 2  # the failed attempt and the retry
+    for span in consumers:
+        assert span["context"]["trace_id"] == producer[0]["context"]["trace_id"]
+        assert span["parent_id"] == producer[0]["context"]["span_id"]
+        assert span["links"][0]["context"]["span_id"] == producer[0]["context"]["span_id"]
+        assert span["attributes"]["messaging.operation.type"] == "process"
+        assert span["attributes"]["messaging.destination.name"] == "default"
+        assert span["attributes"]["messaging.message.id"] == str(job.id)
+    assert {s["status"]["status_code"] for s in consumers} == {"ERROR", "UNSET"}
+
+
+def test_without_the_variables_nothing_of_opentelemetry_is_imported() -> None:
+    code = (
+        "import django, sys; django.setup(); "
+        "from django.test import Client; from tests.tasks import observed; "
+        "observed.greet.enqueue('x'); Client().get('/'); "
+        "from jobs.worker import lanes, supervisor; "
+        "print('loaded' if any(m.startswith('opentelemetry') for m in sys.modules) else 'clean')"
+    )
+    env = subprocess_env(DJANGO_SETTINGS_MODULE="tests.settings")
+    for name in ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_TRACES_EXPORTER"):
+        env.pop(name, None)
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert result.stdout.strip().splitlines()[-1] == "clean", result.stderr
+
+
+def _spans(output: str) -> list[dict[str, Any]]:
+    spans = []
+    for line in output.splitlines():
+        if line.startswith("{") and '"kind": "SpanKind.' in line:
+            spans.append(json.loads(line))
+    return spans
