@@ -45,6 +45,8 @@ class Claimed(NamedTuple):
     # What the claim did with it: "start" (run it), "expire" (ended expired), or
     # "wait_rate"/"wait_concurrency" (a limit kept it waiting, as 'scheduled').
     decision: str = "start"
+    # Seconds from its due time to this claim, on the database's clock (the queue wait).
+    waited: float = 0.0
 
 
 class Reaped(NamedTuple):

@@ -232,7 +232,7 @@ class Attempts:
         self.jobs_done += 1
         duration = time.monotonic() - started
         if self.tally is not None:
-            self.tally.attempt(row.task_path, row.queue_name, OUTCOMES[outcome], duration, row.run_at)
+            self.tally.attempt(row.task_path, row.queue_name, OUTCOMES[outcome], duration, row.waited)
         level = _LEVELS.get(outcome, logging.INFO)
         if not job_logger.isEnabledFor(level):
             return

@@ -30,9 +30,7 @@ import json
 import logging
 import mmap
 import struct
-import time
 from collections.abc import Iterator
-from datetime import datetime
 from typing import Any
 
 from .slots import SlotTable
@@ -78,7 +76,9 @@ class Tally:
 
     # --- counting (the hot path: no allocation beyond a key's first time) -------------------
 
-    def attempt(self, task: str, queue: str, outcome: str, duration: float, run_at: datetime) -> None:
+    def attempt(self, task: str, queue: str, outcome: str, duration: float, waited: float) -> None:
+        """One attempt that ran to an outcome: ``duration`` seconds, after waiting ``waited``
+        seconds from its due time to its claim."""
         key = (task, queue, outcome)
         count = self.finished.get(key)
         if count is None:
@@ -89,11 +89,9 @@ class Tally:
         histogram = self.durations.get(task) or self._histogram(self.durations, task, DURATION_BUCKETS)
         histogram[bisect.bisect_left(DURATION_BUCKETS, duration)] += 1
         histogram[-1] += duration
-        # Started (wall clock) minus due: the time the job waited in the queue.
-        wait = max(time.time() - duration - run_at.timestamp(), 0.0)
         histogram = self.waits.get(queue) or self._histogram(self.waits, queue, WAIT_BUCKETS)
-        histogram[bisect.bisect_left(WAIT_BUCKETS, wait)] += 1
-        histogram[-1] += wait
+        histogram[bisect.bisect_left(WAIT_BUCKETS, waited)] += 1
+        histogram[-1] += waited
 
     def count(self, task: str, queue: str, outcome: str, n: int = 1) -> None:
         """An outcome decided outside an attempt (expired at claim, settled, reaped)."""
