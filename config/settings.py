@@ -1,5 +1,6 @@
 """Settings. Every knob is an environment variable with a safe default (see .env.example)."""
 
+import logging
 import os
 from datetime import timedelta
 from pathlib import Path
@@ -350,3 +351,6 @@ LOGGING = {
         "httpx": {"level": "WARNING"},
     },
 }
+if LOG_FORMAT == "json":
+    # Python's warnings become log records too, so every line on stderr is a JSON object.
+    logging.captureWarnings(True)

@@ -8,6 +8,7 @@ import re
 import signal
 import subprocess
 import sys
+import urllib.error
 import urllib.request
 from collections import Counter
 from typing import Any
@@ -33,7 +34,7 @@ JOB_FIELDS = {"event", "job_id", "task", "queue", "attempt", "trace_id", "durati
 
 
 def scrape(port: int) -> str:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+    with _get(f"http://127.0.0.1:{port}/metrics", {}) as response:
         return response.read().decode()
 
 
@@ -161,6 +162,65 @@ def audit(text: str) -> None:
             assert not UUID.search(label_value), (name, label, label_value)
 
 
+def test_the_web_apps_metrics_sum_every_gunicorn_process(tmp_path) -> None:
+    port = free_port()
+    (tmp_path / "prom").mkdir()
+    env = subprocess_env(
+        METRICS_TOKEN="scrape-me", PROMETHEUS_MULTIPROC_DIR=str(tmp_path / "prom"), LOG_FORMAT="json"
+    )
+    log = (tmp_path / "web.log").open("w")
+    web = subprocess.Popen(
+        [
+            *(str(ROOT / ".venv" / "bin" / "gunicorn"), "config.wsgi", "-c", "python:config.gunicorn"),
+            *("--bind", f"127.0.0.1:{port}", "--workers", "2", "--access-logfile", "-"),
+            "--no-control-socket",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_until(lambda: _status(f"{url}/") == 200, timeout=60, message="gunicorn answering")
+        assert _status(f"{url}/metrics") == 401
+        before = _home_requests(url)
+        for _ in range(20):
+            with _get(f"{url}/", {"X-Request-ID": "from-the-load-balancer"}) as response:
+                assert response.headers["X-Request-ID"] == "from-the-load-balancer"
+        # Whichever process answers the scrape, it counts both processes' requests.
+        for _ in range(4):
+            assert _home_requests(url) - before == 20
+    finally:
+        web.send_signal(signal.SIGTERM)
+        web.wait(timeout=20)
+        log.close()
+    lines = [json.loads(line) for line in (tmp_path / "web.log").read_text().splitlines() if line.strip()]
+    assert any(line.get("logger") == "gunicorn.access" for line in lines)
+
+
+def _get(url: str, headers: dict[str, str]) -> Any:
+    request = urllib.request.Request(url, headers=headers)  # noqa: S310 - our own loopback server
+    return urllib.request.urlopen(request, timeout=10)  # noqa: S310
+
+
+def _status(url: str) -> int:
+    try:
+        with _get(url, {}) as response:
+            return int(response.status)
+    except urllib.error.HTTPError as error:
+        return error.code
+    except OSError:
+        return 0
+
+
+def _home_requests(url: str) -> float:
+    with _get(f"{url}/metrics", {"Authorization": "Bearer scrape-me"}) as response:
+        text = response.read().decode()
+    assert "jobs_queue_jobs" in text
+    return value(text, "jobs_http_requests_total", method="GET", view="home", status="200")
+
+
 def test_without_a_port_a_worker_serves_and_counts_nothing(tmp_path) -> None:
     observed.greet.enqueue(CANARY)
     port = free_port()
@@ -170,41 +230,61 @@ def test_without_a_port_a_worker_serves_and_counts_nothing(tmp_path) -> None:
         scrape(port)
 
 
-def test_opentelemetry_spans_link_the_enqueue_to_each_attempt(tmp_path) -> None:
+def test_opentelemetry_spans_follow_a_request_into_its_job_and_each_attempt(tmp_path, smtp_sink) -> None:
     env = {"OTEL_TRACES_EXPORTER": "console", "LOG_FORMAT": "json"}
+    # A request (a signup: its email job) under an incoming traceparent, and a job enqueued
+    # outside any request that fails once.
     code = (
-        "import django, json, sys; django.setup(); "
-        "from tests.tasks import observed; "
-        "observed.flaky.enqueue('x'); "
-        "print(json.dumps({'otel_loaded': 'opentelemetry' in sys.modules}))"
+        "import django, json; django.setup(); "
+        "from django.test import Client; from tests.tasks import observed; "
+        "Client().post('/api/signup', json.dumps({'email': 'bo@example.com', 'username': 'bo', "
+        "'password': 'correct horse 42 staple'}), content_type='application/json', "
+        f"HTTP_TRACEPARENT='00-{TRACE}-00f067aa0ba902b7-01'); "
+        "observed.flaky.enqueue('x')"
     )
     enqueue = subprocess.run(
         [sys.executable, "-c", code],
         cwd=ROOT,
-        env=subprocess_env(DJANGO_SETTINGS_MODULE="tests.settings", **env),
+        env=subprocess_env(ALLOWED_HOSTS="testserver", **env),
         capture_output=True,
         text=True,
         check=True,
     )
-    producer = [s for s in _spans(enqueue.stdout) if s["kind"] == "SpanKind.PRODUCER"]
-    assert len(producer) == 1
-    job = Job.objects.get()
-    assert job.trace_id.startswith("00-") and producer[0]["context"]["span_id"][2:] in job.trace_id
-    with running_worker(tmp_path, "--concurrency", "1", **env) as worker:
-        wait_until(lambda: Job.objects.get().state == State.SUCCEEDED, timeout=20, message="the retry")
+    spans = _spans(enqueue.stdout)
+    [server] = [s for s in spans if s["kind"] == "SpanKind.SERVER"]
+    assert (server["context"]["trace_id"], server["parent_id"]) == (f"0x{TRACE}", "0x00f067aa0ba902b7")
+    assert server["name"] == "POST api/signup"
+    producers = {s["attributes"]["jobs.task"]: s for s in spans if s["kind"] == "SpanKind.PRODUCER"}
+    signup = producers["accounts.tasks.send_signup_email"]
+    assert signup["parent_id"] == server["context"]["span_id"]
+    jobs = {job.task_path: job for job in Job.objects.all()}
+    assert set(jobs) == set(producers)
+    for task, job in jobs.items():
+        assert job.trace_id.startswith("00-") and producers[task]["context"]["span_id"][2:] in job.trace_id
+    assert TRACE in jobs["accounts.tasks.send_signup_email"].trace_id
+
+    worker_env = {**env, "EMAIL_URL": smtp_sink.url, "SITE_URL": "http://testserver"}
+    with running_worker(tmp_path, "--concurrency", "1", **worker_env) as worker:
+        wait_until(
+            lambda: Job.objects.filter(state=State.SUCCEEDED).count() == 2, timeout=20, message="both jobs"
+        )
         worker.signal(signal.SIGTERM)
         assert worker.wait(timeout=20) == 0
         output = worker.log()
     consumers = [s for s in _spans(output) if s["kind"] == "SpanKind.CONSUMER"]
-    assert len(consumers) == 2  # the failed attempt and the retry
+    assert len(consumers) == 3  # the signup email; flaky's failed attempt and its retry
     for span in consumers:
-        assert span["context"]["trace_id"] == producer[0]["context"]["trace_id"]
-        assert span["parent_id"] == producer[0]["context"]["span_id"]
-        assert span["links"][0]["context"]["span_id"] == producer[0]["context"]["span_id"]
+        task = span["attributes"]["jobs.task"]
+        producer = producers[task]
+        assert span["context"]["trace_id"] == producer["context"]["trace_id"]
+        assert span["parent_id"] == producer["context"]["span_id"]
+        assert span["links"][0]["context"]["span_id"] == producer["context"]["span_id"]
+        assert span["attributes"]["messaging.system"] == "jobqueue"
         assert span["attributes"]["messaging.operation.type"] == "process"
-        assert span["attributes"]["messaging.destination.name"] == "default"
-        assert span["attributes"]["messaging.message.id"] == str(job.id)
-    assert {s["status"]["status_code"] for s in consumers} == {"ERROR", "UNSET"}
+        assert span["attributes"]["messaging.destination.name"] == jobs[task].queue_name
+        assert span["attributes"]["messaging.message.id"] == str(jobs[task].id)
+    flaky = [s for s in consumers if s["attributes"]["jobs.task"] == "tests.tasks.observed.flaky"]
+    assert sorted(s["status"]["status_code"] for s in flaky) == ["ERROR", "UNSET"]
 
 
 def test_without_the_variables_nothing_of_opentelemetry_is_imported() -> None:
