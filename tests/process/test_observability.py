@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import signal
+import socket
 import subprocess
 import sys
 import urllib.error
@@ -221,13 +222,31 @@ def _home_requests(url: str) -> float:
     return value(text, "jobs_http_requests_total", method="GET", view="home", status="200")
 
 
-def test_without_a_port_a_worker_serves_and_counts_nothing(tmp_path) -> None:
+def test_a_taken_port_costs_the_metrics_not_the_jobs_and_a_bad_one_is_refused(tmp_path) -> None:
     observed.greet.enqueue(CANARY)
-    port = free_port()
-    with running_worker(tmp_path, "--concurrency", "1", "--burst") as worker:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with running_worker(tmp_path, "--concurrency", "1", "--burst", "--metrics-port", str(port)) as worker:
+            assert worker.wait(timeout=30) == 0
+            output = worker.log()
+    assert "event=metrics_unavailable" in output
+    assert Job.objects.get().state == State.SUCCEEDED
+    # Without a port: nothing served.
+    observed.greet.enqueue(CANARY)
+    with running_worker(tmp_path, "--concurrency", "1", "--burst", name="plain") as worker:
         assert worker.wait(timeout=30) == 0
-    with pytest.raises(OSError):
-        scrape(port)
+        assert "metrics_serving" not in worker.log()
+    refused = subprocess.run(
+        [sys.executable, str(ROOT / "manage.py"), "runworker", "--metrics-port", "70000"],
+        cwd=ROOT,
+        env=subprocess_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert refused.returncode != 0 and "--metrics-port must be a port number" in refused.stderr
 
 
 def test_opentelemetry_spans_follow_a_request_into_its_job_and_each_attempt(tmp_path, smtp_sink) -> None:
