@@ -337,7 +337,7 @@ class Feeder:
             for outcome in outcomes:
                 if _as_uuid(outcome["id"]) not in changed:
                     if self.publisher is not None:
-                        self.publisher.tally.dropped += 1
+                        self.publisher.tally.count_dropped()
                     logger.warning(
                         "event=outcome_dropped job=%s attempt=%s reason=claim_superseded",
                         outcome["id"],

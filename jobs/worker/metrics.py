@@ -30,6 +30,7 @@ import json
 import logging
 import mmap
 import struct
+import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -61,9 +62,15 @@ _HALF = 512 * 1024
 
 
 class Tally:
-    """What one process counted since the worker started (its region's counts included)."""
+    """What one process counted since the worker started (its region's counts included).
+
+    The lanes' threads and the feeder thread count; the feeder publishes. One lock, held
+    for a few dictionary operations, keeps increments from being lost between threads and
+    snapshots whole.
+    """
 
     def __init__(self) -> None:
+        self.lock = threading.Lock()
         # (task, queue, outcome) -> count
         self.finished: dict[tuple[str, str, str], int] = {}
         # task -> [bucket counts..., +Inf count, sum]
@@ -79,55 +86,66 @@ class Tally:
     def attempt(self, task: str, queue: str, outcome: str, duration: float, waited: float) -> None:
         """One attempt that ran to an outcome: ``duration`` seconds, after waiting ``waited``
         seconds from its due time to its claim."""
+        duration_bucket = bisect.bisect_left(DURATION_BUCKETS, duration)
+        wait_bucket = bisect.bisect_left(WAIT_BUCKETS, waited)
+        with self.lock:
+            self._count(task, queue, outcome, 1)
+            histogram = self.durations.get(task) or _histogram(self.durations, task, DURATION_BUCKETS)
+            histogram[duration_bucket] += 1
+            histogram[-1] += duration
+            histogram = self.waits.get(queue) or _histogram(self.waits, queue, WAIT_BUCKETS)
+            histogram[wait_bucket] += 1
+            histogram[-1] += waited
+
+    def count(self, task: str, queue: str, outcome: str, n: int = 1) -> None:
+        """An outcome decided outside an attempt (expired at claim, settled, reaped)."""
+        with self.lock:
+            self._count(task, queue, outcome, n)
+
+    def _count(self, task: str, queue: str, outcome: str, n: int) -> None:
         key = (task, queue, outcome)
         count = self.finished.get(key)
         if count is None:
             if len(self.finished) >= MAX_SERIES:
                 key = (OTHER, queue, outcome)
             count = self.finished.get(key, 0)
-        self.finished[key] = count + 1
-        histogram = self.durations.get(task) or self._histogram(self.durations, task, DURATION_BUCKETS)
-        histogram[bisect.bisect_left(DURATION_BUCKETS, duration)] += 1
-        histogram[-1] += duration
-        histogram = self.waits.get(queue) or self._histogram(self.waits, queue, WAIT_BUCKETS)
-        histogram[bisect.bisect_left(WAIT_BUCKETS, waited)] += 1
-        histogram[-1] += waited
-
-    def count(self, task: str, queue: str, outcome: str, n: int = 1) -> None:
-        """An outcome decided outside an attempt (expired at claim, settled, reaped)."""
-        key = (task if len(self.finished) < MAX_SERIES else OTHER, queue, outcome)
-        self.finished[key] = self.finished.get(key, 0) + n
+        self.finished[key] = count + n
 
     def count_enqueued(self, task: str, n: int) -> None:
-        if task not in self.enqueued and len(self.enqueued) >= MAX_SERIES:
-            task = OTHER
-        self.enqueued[task] = self.enqueued.get(task, 0) + n
+        with self.lock:
+            if task not in self.enqueued and len(self.enqueued) >= MAX_SERIES:
+                task = OTHER
+            self.enqueued[task] = self.enqueued.get(task, 0) + n
 
-    @staticmethod
-    def _histogram(table: dict[str, list[float]], key: str, buckets: tuple[float, ...]) -> list[float]:
-        if len(table) >= MAX_SERIES:
-            key = OTHER
-        return table.setdefault(key, [0] * (len(buckets) + 1) + [0.0])
+    def count_dropped(self) -> None:
+        with self.lock:
+            self.dropped += 1
 
     # --- snapshots -------------------------------------------------------------------------
 
     def snapshot(self) -> dict[str, Any]:
-        # list(dict.items()) runs without giving up the GIL: safe against the lanes' threads
-        # counting meanwhile (a snapshot may be a job behind, never torn).
-        return {
-            "finished": [[*key, n] for key, n in list(self.finished.items())],
-            "durations": [[key, list(h)] for key, h in list(self.durations.items())],
-            "waits": [[key, list(h)] for key, h in list(self.waits.items())],
-            "enqueued": list(self.enqueued.items()),
-            "dropped": self.dropped,
-        }
+        with self.lock:
+            return {
+                "finished": [[*key, n] for key, n in self.finished.items()],
+                "durations": [[key, list(h)] for key, h in self.durations.items()],
+                "waits": [[key, list(h)] for key, h in self.waits.items()],
+                "enqueued": list(self.enqueued.items()),
+                "dropped": self.dropped,
+            }
 
     def restore(self, data: dict[str, Any]) -> None:
-        self.finished = {(t, q, o): n for t, q, o, n in data.get("finished", [])}
-        self.durations = {key: h for key, h in data.get("durations", [])}
-        self.waits = {key: h for key, h in data.get("waits", [])}
-        self.enqueued = {key: n for key, n in data.get("enqueued", [])}
-        self.dropped = data.get("dropped", 0)
+        with self.lock:
+            self.finished = {(t, q, o): n for t, q, o, n in data.get("finished", [])}
+            self.durations = {key: h for key, h in data.get("durations", [])}
+            self.waits = {key: h for key, h in data.get("waits", [])}
+            self.enqueued = {key: n for key, n in data.get("enqueued", [])}
+            self.dropped = data.get("dropped", 0)
+
+
+def _histogram(table: dict[str, list[float]], key: str, buckets: tuple[float, ...]) -> list[float]:
+    if len(table) >= MAX_SERIES:
+        key = OTHER
+    return table.setdefault(key, [0] * (len(buckets) + 1) + [0.0])
 
 
 class MetricsTable:
