@@ -327,3 +327,29 @@ def _spans(output: str) -> list[dict[str, Any]]:
         if line.startswith("{") and '"kind": "SpanKind.' in line:
             spans.append(json.loads(line))
     return spans
+
+
+def test_the_scheduler_logs_json_too(tmp_path) -> None:
+    log = (tmp_path / "scheduler.log").open("w")
+    scheduler = subprocess.Popen(
+        [sys.executable, str(ROOT / "manage.py"), "runscheduler"],
+        cwd=ROOT,
+        env=subprocess_env(LOG_FORMAT="json", JOBS_LOG_LEVEL="INFO"),
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        wait_until(
+            lambda: "scheduler_started" in (tmp_path / "scheduler.log").read_text(),
+            timeout=30,
+            message="the scheduler's start line",
+        )
+    finally:
+        scheduler.send_signal(signal.SIGTERM)
+        scheduler.wait(timeout=20)
+        log.close()
+    text = (tmp_path / "scheduler.log").read_text()
+    lines = [json.loads(line) for line in text.splitlines() if line.strip()]
+    events = {line.get("event") for line in lines}
+    assert {"scheduler_started", "scheduler_stopped"} <= events
+    assert all({"ts", "level", "logger", "message"} <= set(line) for line in lines)
