@@ -1,5 +1,6 @@
 """Settings. Every knob is an environment variable with a safe default (see .env.example)."""
 
+import logging
 import os
 from datetime import timedelta
 from pathlib import Path
@@ -43,6 +44,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First: the request's trace id (traceparent / X-Request-ID) and request metrics.
+    "jobs.middleware.ObserveMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -165,6 +168,9 @@ JOBS = {
     # Prepared statements (enqueue, claim, outcomes); off behind PgBouncer < 1.21 in
     # transaction mode (JOBS_POOLED turns them off).
     "PREPARED_STATEMENTS": env.bool("JOBS_PREPARED_STATEMENTS", default=not JOBS_POOLED),
+    # Each runworker's Prometheus /metrics (0: off); the address it listens on.
+    "METRICS_PORT": env.int("JOBS_METRICS_PORT", default=0),
+    "METRICS_ADDR": env.str("JOBS_METRICS_ADDR", default="127.0.0.1"),
     # Retention of finished jobs before pruning (seconds).
     "RETENTION_SUCCEEDED": env.float("JOBS_RETENTION_SUCCEEDED", default=7 * 86400),
     "RETENTION_DEAD": env.float("JOBS_RETENTION_DEAD", default=90 * 86400),
@@ -319,6 +325,10 @@ if _proxy_ssl_header and len(_proxy_ssl_header) != 2:
 SECURE_PROXY_SSL_HEADER = (_proxy_ssl_header[0], _proxy_ssl_header[1]) if _proxy_ssl_header else None
 CSRF_TRUSTED_ORIGINS = env.list("CSRF_TRUSTED_ORIGINS", default=[])
 
+# --- Observability (jobs/metrics.py, jobs/middleware.py, jobs/otel.py) ---------------------
+# /metrics needs "Authorization: Bearer <this>"; empty: the endpoint answers 404.
+METRICS_TOKEN = env.str("METRICS_TOKEN", default="")
+
 # --- PUSH: push notifications (notifications/push) ---------------------------------------
 PUSH = {
     # Dotted path of the backend: console (prints), locmem (an outbox in memory, for tests),
@@ -345,14 +355,23 @@ PUSH = {
 # --- end of PUSH ----------------------------------------------------------------------------
 
 LOG_LEVEL = env.str("LOG_LEVEL", default="INFO")
+# text: "ts=... level=... key=value" lines; json: one JSON object per line (jobs/logs.py).
+LOG_FORMAT = env.str("LOG_FORMAT", default="text")
+if LOG_FORMAT not in ("text", "json"):
+    raise ImproperlyConfigured(f"LOG_FORMAT must be text or json, not {LOG_FORMAT!r}")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {
         "kv": {"format": "ts=%(asctime)s level=%(levelname)s logger=%(name)s %(message)s"},
+        "json": {
+            "()": "jobs.logs.JsonFormatter",
+            "format": "%(asctime)s %(levelname)s %(name)s %(message)s",
+            "rename_fields": {"asctime": "ts", "levelname": "level", "name": "logger"},
+        },
     },
     "handlers": {
-        "console": {"class": "logging.StreamHandler", "formatter": "kv"},
+        "console": {"class": "logging.StreamHandler", "formatter": "json" if LOG_FORMAT == "json" else "kv"},
     },
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
     "loggers": {
@@ -366,3 +385,6 @@ LOGGING = {
         "httpx": {"level": "WARNING"},
     },
 }
+if LOG_FORMAT == "json":
+    # Python's warnings become log records too, so every line on stderr is a JSON object.
+    logging.captureWarnings(True)

@@ -3,12 +3,15 @@ from django.urls import include, path
 
 from accounts import api as accounts_api
 from accounts import views as accounts_views
+from jobs.metrics import metrics_view
 from notifications.email import api as email_api
 
 urlpatterns = [
     path("", accounts_views.home, name="home"),
     path("accounts/", include("accounts.urls")),
     path("admin/", admin.site.urls),
+    # Prometheus, with the bearer METRICS_TOKEN (404 while it is unset).
+    path("metrics", metrics_view, name="metrics"),
     path("api/signup", accounts_api.signup, name="api-signup"),
     path("api/signup/resend", accounts_api.resend, name="api-signup-resend"),
     # Before jobs.urls: "email" is not a job id, but keep the literal route first anyway.

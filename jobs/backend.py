@@ -21,7 +21,7 @@ from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
-from . import limits, signals, store
+from . import limits, observe, otel, signals, store
 from .conf import MAX_LEASE_SECONDS, JobsSettings, jobs_settings
 from .exceptions import BadTaskOptions, InvalidPayload
 from .ids import uuid7
@@ -359,8 +359,9 @@ class PostgresBackend(BaseTaskBackend):
             non_retryable=template.non_retryable,
             dedupe_key=options.dedupe_key if options else None,
             dedupe_window=options.dedupe_window if options else None,
-            # Without a trace to join, a job starts its own: its id.
-            trace_id=(options.trace_id if options else None) or job_id.hex,
+            # The trace of the code enqueueing (a request, a job's handler: jobs.observe);
+            # without one to join, a job starts its own: its id.
+            trace_id=(options.trace_id if options else None) or observe.current_trace.get() or job_id.hex,
             owner=(options.owner if options else None) or "",
             public=options.public if options else False,
             expires_at=options.expires_at if options else None,
@@ -385,6 +386,18 @@ class PostgresBackend(BaseTaskBackend):
             rows.append(self._new_job(task, template, args, kwargs))
         if not rows:
             return []
+        spans: list[Any] = []
+        if otel.enabled():
+            explicit = [bool(getattr(task, "trace_id", None)) for task, _, _ in calls]
+            rows, spans = otel.producer_spans(rows, explicit)
+        try:
+            return self._insert(calls, rows)
+        finally:
+            otel.end(spans)
+
+    def _insert(
+        self, calls: list[tuple[Task, Sequence[Any], dict[str, Any]]], rows: list[store.NewJob]
+    ) -> list[JobResult]:
         # The caller's connection, in the caller's transaction (invariant 1). A psycopg
         # cursor rather than Django's, so the statement is prepared once per connection.
         conn = connections[self.database]
@@ -400,6 +413,10 @@ class PostgresBackend(BaseTaskBackend):
             raw.prepare_threshold = 5
         with psycopg.Cursor(raw) as cursor:
             outcome = store.insert_jobs(cursor, rows, prepare=prepare, lapse=self._lapse_running_holders)
+        if observe.enqueued_sink is not None:
+            for row, (_, created) in zip(rows, outcome, strict=True):
+                if created:
+                    observe.enqueued_sink(row.task_path, 1)
         # Jobs that a dedupe key led back to, read in one query however many there are.
         held = {job_id for job_id, created in outcome if not created}
         existing = (

@@ -87,9 +87,12 @@ def measure_bulk_enqueue(count: int, batch: int) -> float:
     return (count // batch) * batch / (time.perf_counter() - started)
 
 
-def measure_drain(count: int, concurrency: int, *, logged: bool = False) -> tuple[float, float]:
+def measure_drain(
+    count: int, concurrency: int, *, logged: bool = False, env: dict[str, str] | None = None
+) -> tuple[float, float]:
     """(jobs/s from first claim to last outcome in the database, jobs/s wall incl. start).
-    With ``logged``, the per-job log line is on (written to /dev/null)."""
+    With ``logged``, the per-job log line is on (written to /dev/null); ``env`` adds to the
+    worker's environment."""
     _truncate()
     for _ in range(count // 10_000 + 1):
         enqueue_many(noop, [((), {})] * min(10_000, count))
@@ -99,7 +102,7 @@ def measure_drain(count: int, concurrency: int, *, logged: bool = False) -> tupl
     started = time.perf_counter()
     subprocess.run(
         [sys.executable, str(ROOT / "manage.py"), "runworker", "--burst", f"--concurrency={concurrency}"],
-        env=_worker_env(JOBS_LOG_LEVEL="INFO") if logged else _worker_env(),
+        env=_worker_env(**({"JOBS_LOG_LEVEL": "INFO"} if logged else {}), **(env or {})),
         stderr=subprocess.DEVNULL if logged else None,
         check=True,
     )

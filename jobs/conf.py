@@ -55,6 +55,9 @@ class JobsSettings:
     HOSTNAME: str = ""
     # A bearer token that may send workflow signals over HTTP besides staff ("" : staff only).
     WORKFLOW_SIGNAL_TOKEN: str = ""
+    # A runworker serves Prometheus metrics on this port (0: off) and address.
+    METRICS_PORT: int = 0
+    METRICS_ADDR: str = "127.0.0.1"
 
 
 # SQS's ceiling for a visibility timeout.

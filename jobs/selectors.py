@@ -4,6 +4,7 @@ import uuid
 from typing import Any
 
 from .models import Job
+from .observe import trace_id_of
 from .ownership import may_see
 from .states import TASK_STATUS, State
 
@@ -35,7 +36,7 @@ def job_status(*, job_id: uuid.UUID, viewer: Any = None) -> dict[str, Any] | Non
         "task_status": TASK_STATUS[State(job.state)].value,
         "task": job.task_path,
         "queue": job.queue_name,
-        "trace_id": job.trace_id,
+        "trace_id": trace_id_of(job.trace_id),
         "attempts": job.attempt,
         "max_attempts": job.max_attempts,
         "created_at": _iso(job.created_at),

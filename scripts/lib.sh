@@ -143,6 +143,23 @@ ensure_pgbouncer() {
   install_debian_package pgbouncer "for the PgBouncer tests (tests/pgbouncer)"
 }
 
+# promtool (Debian's prometheus package) checks deploy/'s Prometheus config and runs the alert
+# rules' unit tests (tests/integration/test_deploy_rules.py). Without recommends: the
+# exporters are not needed. A machine where it cannot be installed skips those tests.
+ensure_promtool() {
+  command -v promtool >/dev/null 2>&1 && return 0
+  local sudo
+  if ! command -v apt-get >/dev/null 2>&1 || ! sudo="$(as_root)"; then
+    echo "==> promtool is missing and cannot be installed here (no apt-get, or no root):" \
+         "the alert rule tests will be skipped" >&2
+    return 0
+  fi
+  echo "==> installing Debian's prometheus for promtool (alert rule tests)${sudo:+ (with sudo)}"
+  $sudo apt-get update -qq
+  $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus \
+    >/dev/null || echo "==> prometheus did not install: the alert rule tests will be skipped" >&2
+}
+
 # With DEBUG off the settings refuse the built-in development key. A checkout whose
 # environment and .env set no SECRET_KEY gets a random key of its own, kept in .secret-key
 # (ignored by git) so that sessions and emailed links survive a restart.

@@ -159,4 +159,5 @@ RETURNING j.id, j.task_path, j.args, j.kwargs, j.attempt, j.max_attempts,
           coalesce(j.lease_seconds, %(lease_seconds)s), j.trace_id, j.queue_name, j.priority,
           j.run_at, o.decision = 'expire', j.handbacks, j.soft_timeout, j.jitter, j.backoff_base,
           j.backoff_cap, j.non_retryable, j.created_at, o.decision,
-          coalesce(extract(epoch FROM o.plan_at - coalesce(%(now)s, statement_timestamp()))::float8, 0.0)
+          coalesce(extract(epoch FROM o.plan_at - coalesce(%(now)s, statement_timestamp()))::float8, 0.0),
+          extract(epoch FROM coalesce(%(now)s, statement_timestamp()) - j.run_at)::float8

@@ -54,4 +54,4 @@ SET state = CASE WHEN d.unstarted THEN 'queued'
 FROM decided d
 WHERE j.id = d.id
   AND j.state = 'running' AND {lost}
-RETURNING j.id, j.state, j.task_path, j.attempt, d.unstarted
+RETURNING j.id, j.state, j.task_path, j.attempt, d.unstarted, j.queue_name

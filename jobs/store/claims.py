@@ -48,6 +48,8 @@ class Claimed(NamedTuple):
     # Under a rate: seconds from the claim to the start time the rate gave it (the worker
     # holds it until then); 0 for every other job.
     start_in: float = 0.0
+    # Seconds from its due time to this claim, on the database's clock (the queue wait).
+    waited: float = 0.0
 
 
 class Reaped(NamedTuple):
@@ -57,6 +59,7 @@ class Reaped(NamedTuple):
     attempt: int
     # True when the attempt had never started and was given back unused.
     unstarted: bool
+    queue_name: str
 
 
 def claim(

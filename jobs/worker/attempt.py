@@ -31,10 +31,12 @@ from django.tasks import Task, TaskResult, TaskResultStatus
 from .. import signals
 from ..backend import exception_classes, resolve_task
 from ..exceptions import BadPayload, JobsError, UnknownTask
+from ..observe import trace_id_of
 from ..payloads import ArgumentCheck, check_result, error_record
 from ..retry import RetryPolicy, decide
 from ..store import Claimed
 from .config import WorkerConfig
+from .metrics import OUTCOMES, Tally
 
 logger = logging.getLogger("jobs.worker")
 # One line per finished attempt: succeeded, snoozed or waiting at INFO, retried at WARNING,
@@ -86,9 +88,11 @@ class Begun:
 class Attempts:
     """Runs attempts for one executor process (claim token ``token``)."""
 
-    def __init__(self, config: WorkerConfig, *, token: Any) -> None:
+    def __init__(self, config: WorkerConfig, *, token: Any, tally: Tally | None = None) -> None:
         self.config = config
         self.token = token
+        # The executor's metrics (jobs/worker/metrics.py), None when they are off.
+        self.tally = tally
         self.tasks: dict[str, TaskInfo] = {}
         self.policies: dict[tuple[Any, ...], RetryPolicy] = {}
         self.jobs_done = 0
@@ -226,19 +230,37 @@ class Attempts:
         self, row: Claimed, started: float, outcome: str, error: BaseException | None = None, reason: str = ""
     ) -> None:
         self.jobs_done += 1
+        duration = time.monotonic() - started
+        if self.tally is not None:
+            self.tally.attempt(row.task_path, row.queue_name, OUTCOMES[outcome], duration, row.waited)
         level = _LEVELS.get(outcome, logging.INFO)
         if not job_logger.isEnabledFor(level):
             return
+        trace_id = trace_id_of(row.trace_id)
         line = (
             f"job={row.id} task={row.task_path} queue={row.queue_name} "
-            f"attempt={row.attempt}/{row.max_attempts} duration_ms={(time.monotonic() - started) * 1000:.1f} "
-            f"outcome={outcome} trace_id={row.trace_id}"
+            f"attempt={row.attempt}/{row.max_attempts} duration_ms={duration * 1000:.1f} "
+            f"outcome={outcome} trace_id={trace_id}"
         )
         if error is not None:
             line += f" error={type(error).__name__}: {_short(error)!r}"
         if reason:
             line += f" reason={reason!r}"
-        job_logger.log(level, line)
+        # The same facts as fields, for LOG_FORMAT=json (jobs/logs.py).
+        fields = {
+            "event": "job_finished",
+            "job_id": str(row.id),
+            "task": row.task_path,
+            "queue": row.queue_name,
+            "attempt": row.attempt,
+            "max_attempts": row.max_attempts,
+            "trace_id": trace_id,
+            "duration_ms": round(duration * 1000, 3),
+            "outcome": outcome,
+        }
+        if error is not None:
+            fields["error_type"] = type(error).__name__
+        job_logger.log(level, line, extra=fields)
 
 
 def policy_from_row(

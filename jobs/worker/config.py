@@ -66,6 +66,9 @@ class WorkerConfig:
     async_concurrency: int = 50
     unknown_task_grace: float = 600.0
     database: str = "default"
+    # /metrics served by the housekeeper on this port (0: off, and nothing is counted).
+    metrics_port: int = 0
+    metrics_addr: str = "127.0.0.1"
 
     @classmethod
     def from_settings(cls, conf: JobsSettings, **options: object) -> WorkerConfig:
@@ -83,6 +86,8 @@ class WorkerConfig:
             "threads": conf.THREADS,
             "async_concurrency": conf.ASYNC_CONCURRENCY,
             "unknown_task_grace": conf.UNKNOWN_TASK_GRACE,
+            "metrics_port": conf.METRICS_PORT,
+            "metrics_addr": conf.METRICS_ADDR,
         }
         values.update({k: v for k, v in options.items() if v is not None})
         return cls(**values)  # type: ignore[arg-type]

@@ -19,12 +19,13 @@ from typing import Any
 
 from django.db import connections
 
-from .. import store
+from .. import observe, store
 from .attempt import Attempts
 from .config import WorkerConfig
 from .db import Connection
 from .feeder import ASYNC, INLINE, THREADS, Feeder, Lane
 from .lanes import AsyncLane, Context, InlineLane, ThreadLane
+from .metrics import MetricsTable, Publisher
 from .slots import SlotTable
 
 logger = logging.getLogger("jobs.worker")
@@ -47,6 +48,7 @@ class Executor:
         supervisor_pid: int | None = None,
         wake_r: int | None = None,
         wake_w: int | None = None,
+        metrics: MetricsTable | None = None,
     ) -> None:
         self.config = config
         self.index = index
@@ -70,8 +72,16 @@ class Executor:
             on_connect=self._on_connect,
             should_stop=lambda: self.feeder.stopping,
         )
-        self.feeder = Feeder(config, token=token, db=self.db, lanes=lanes, wake_fd=wake_r)
-        self.attempts = Attempts(config, token=token)
+        # This executor's counts start from what its slot's earlier executors counted.
+        self.publisher = Publisher(metrics, index) if metrics is not None else None
+        tally = self.publisher.tally if self.publisher is not None else None
+        self.feeder = Feeder(
+            config, token=token, db=self.db, lanes=lanes, wake_fd=wake_r, publisher=self.publisher
+        )
+        self.attempts = Attempts(config, token=token, tally=tally)
+        if tally is not None:
+            # Jobs the handlers enqueue.
+            observe.set_enqueued_sink(tally.count_enqueued)
         self.ctx = Context(index=index, attempts=self.attempts, feeder=self.feeder, slots=slots)
 
     def _on_connect(self, conn: Any) -> None:
@@ -115,6 +125,8 @@ class Executor:
                 if lane is not None:
                     lane.join(5.0)
         finally:
+            if self.publisher is not None:
+                self.publisher.publish()
             self.db.drop()
             self.feeder.close()
         if self.feeder.crashed:

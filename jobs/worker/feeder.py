@@ -46,6 +46,7 @@ from ..store import Claimed
 from .config import WorkerConfig
 from .db import Connection, is_connection_lost
 from .fairness import QueueShares
+from .metrics import Publisher
 
 logger = logging.getLogger("jobs.worker")
 
@@ -100,9 +101,12 @@ class Feeder:
         db: Connection,
         lanes: dict[str, Lane],
         wake_fd: int | None = None,
+        publisher: Publisher | None = None,
     ) -> None:
         self.config = config
         self.token = token
+        # The executor's metrics, published after each write of outcomes (None: off).
+        self.publisher = publisher
         self.db = db
         self.lanes = lanes
         self.wake_fd = wake_fd
@@ -342,11 +346,15 @@ class Feeder:
         if len(changed) != len(outcomes):
             for outcome in outcomes:
                 if _as_uuid(outcome["id"]) not in changed:
+                    if self.publisher is not None:
+                        self.publisher.tally.count_dropped()
                     logger.warning(
                         "event=outcome_dropped job=%s attempt=%s reason=claim_superseded",
                         outcome["id"],
                         outcome["attempt"],
                     )
+        if self.publisher is not None and outcomes:
+            self.publisher.publish()
 
     def _record(self, outcomes: list[dict[str, Any]], started: list[tuple[uuid.UUID, int]]) -> set[uuid.UUID]:
         def write(
@@ -419,6 +427,8 @@ class Feeder:
             if row.decision == "start":
                 runnable.append(row)
             elif row.expired:
+                if self.publisher is not None:
+                    self.publisher.tally.count(row.task_path, row.queue_name, "expired")
                 logger.info(
                     "event=job_expired job=%s task=%s queue=%s trace_id=%s outcome=expired",
                     row.id,
@@ -433,6 +443,8 @@ class Feeder:
         self.shares.took(quotas, got)
         # Nothing due means nothing due only if every queue was asked; otherwise the next
         # claim asks the others (the ones that came back short are dry now).
+        if self.publisher is not None and len(runnable) != len(rows):
+            self.publisher.publish()
         if not rows and all(quotas):
             with self.cv:
                 self.empty_since_write = True

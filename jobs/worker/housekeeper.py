@@ -47,6 +47,7 @@ from .attempt import policy_from_row
 from .config import WorkerConfig
 from .db import Connection, is_connection_lost, listen_libpq
 from .executor import die_with_parent, name_process
+from .metrics import MetricsTable, Publisher, WorkerCollector, serve
 from .slots import SlotTable
 
 logger = logging.getLogger("jobs.worker")
@@ -125,6 +126,10 @@ class Housekeeper:
     acks_w: int
     # The supervisor's shared progress word: we bump it every turn of the loop.
     progress: Any = None
+    # The worker's metrics (metrics.py; None: off) and the supervisor's words they read.
+    metrics: MetricsTable | None = None
+    executors_alive: Any = None
+    last_beat_word: Any = None
     settlements: list[Settlement] = field(default_factory=list)
     stopping: bool = False
 
@@ -150,6 +155,10 @@ class Housekeeper:
         self.unextended: set[uuid.UUID] = set()
         self.listen_retry_at = 0.0
         self.registered = False
+        # Its own counts (what it settles and reaps) in the table's last region.
+        self.publisher = (
+            Publisher(self.metrics, self.metrics.regions - 1) if self.metrics is not None else None
+        )
 
     # --- the loop ------------------------------------------------------------------------
 
@@ -158,6 +167,11 @@ class Housekeeper:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         die_with_parent(os.getppid())
         name_process("jobs-housekeep")
+        if self.metrics is not None and self.config.metrics_port:
+            collector = WorkerCollector(
+                self.metrics, self.slots, executors_alive=self.executors_alive, last_beat=self.last_beat_word
+            )
+            serve(collector, port=self.config.metrics_port, addr=self.config.metrics_addr)
         self._db(lambda cursor: registry.register(cursor, self.worker_id, self.config), "register")
         while True:
             self._tick()
@@ -290,6 +304,8 @@ class Housekeeper:
         if not retry_only:
             self.last_beat = now
             self.next_heartbeat = now + interval
+            if self.last_beat_word is not None:
+                self.last_beat_word.value = time.time()
         # Skipped (locked by another transaction) or finished meanwhile: try the rest soon.
         self.unextended = {job_id for job_id, _ in held if job_id not in extended}
         self.retry_locked_at = now + RETRY_LOCKED if self.unextended else float("inf")
@@ -329,6 +345,8 @@ class Housekeeper:
             self.next_reap = now + RETRY_AFTER
             return
         for row in reaped:
+            if self.publisher is not None and not row.unstarted:
+                self.publisher.tally.count(row.task_path, row.queue_name, "lease_lost")
             logger.warning(
                 "event=reaped job=%s task=%s attempt=%d outcome=%s reason=%s",
                 row.id,
@@ -337,6 +355,8 @@ class Housekeeper:
                 "released" if row.unstarted else ("dead" if row.state == "dead" else "retry"),
                 "'worker lost before the job started'" if row.unstarted else "'worker lost'",
             )
+        if reaped and self.publisher is not None:
+            self.publisher.publish()
         if reaped:
             # More may have expired meanwhile; and given-back jobs are due now.
             self.next_due_check = now
@@ -389,20 +409,30 @@ class Housekeeper:
     def _settle(self) -> None:
         while self.settlements:
             settlement = self.settlements[0]
-            if self._db(lambda cursor, s=settlement: self._write_settlement(cursor, s), "settle") is None:
+            counted = self._db(lambda cursor, s=settlement: self._write_settlement(cursor, s), "settle")
+            if counted is None:
                 return
+            if self.publisher is not None:
+                for task, queue, outcome in counted:
+                    self.publisher.tally.count(task, queue, outcome)
+                self.publisher.publish()
             self.settlements.pop(0)
             with contextlib.suppress(OSError):
                 os.write(self.acks_w, f"{settlement.seq}\n".encode())
 
-    def _write_settlement(self, cursor: Any, settlement: Settlement) -> bool:
+    def _write_settlement(self, cursor: Any, settlement: Settlement) -> list[tuple[str, str, str]]:
+        """Write what a dead executor left; the (task, queue, outcome) of each attempt it
+        cost, for the metrics."""
         # Every write is fenced on the token, so repeating one after a lost reply is safe;
         # the failed attempts go first, or the token-wide settling below would take them.
+        counted = []
         for job_id, attempt, error in settlement.failed:
             if settlement.refund_running:
                 store.release(cursor, worker=settlement.token, ids=[job_id], started_too=True)
                 continue
-            self._fail_attempt(cursor, settlement.token, job_id, attempt, error)
+            labels = self._fail_attempt(cursor, settlement.token, job_id, attempt, error)
+            if labels is not None:
+                counted.append(labels)
         for row in store.reap_token(
             cursor,
             token=settlement.token,
@@ -410,6 +440,8 @@ class Housekeeper:
             backoff_base=self.config.backoff_base,
             backoff_cap=self.config.backoff_cap,
         ):
+            if not row.unstarted:
+                counted.append((row.task_path, row.queue_name, "process_died"))
             logger.warning(
                 "event=settled job=%s task=%s attempt=%d outcome=%s",
                 row.id,
@@ -417,20 +449,20 @@ class Housekeeper:
                 row.attempt,
                 "released" if row.unstarted else row.state,
             )
-        return True
+        return counted
 
     def _fail_attempt(
         self, cursor: Any, token: uuid.UUID, job_id: uuid.UUID, attempt: int, error: dict[str, Any]
-    ) -> None:
+    ) -> tuple[str, str, str] | None:
         cursor.execute(
-            "SELECT task_path, max_attempts, backoff_base, backoff_cap, jitter, non_retryable "
+            "SELECT task_path, max_attempts, backoff_base, backoff_cap, jitter, non_retryable, queue_name "
             "FROM jobs_job WHERE id = %s",
             [job_id],
         )
         row = cursor.fetchone()
         if row is None:
-            return
-        task_path, max_attempts, base, cap, jitter, non_retryable = row
+            return None
+        task_path, max_attempts, base, cap, jitter, non_retryable, queue_name = row
         try:
             policy = policy_from_row(
                 self.config,
@@ -465,6 +497,10 @@ class Housekeeper:
             error["message"],
             bool(changed),
         )
+        if not changed:
+            return None
+        killed = error.get("exception", "").endswith(".TimeLimitExceeded")
+        return task_path, queue_name, "time_limit" if killed else "process_died"
 
     # --- the connection ----------------------------------------------------------------------
 

@@ -17,6 +17,7 @@ by a lane that cannot run it (an async task in the inline lane) moves to the rig
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import ctypes
 import logging
 import signal
@@ -30,7 +31,9 @@ from asgiref.sync import async_to_sync
 from django.db import close_old_connections
 from django.tasks import TaskContext
 
+from .. import otel
 from ..exceptions import SoftTimeLimitExceeded, TimeLimitExceeded
+from ..observe import current_trace
 from ..store import Claimed
 from .attempt import Attempts, Begun
 from .feeder import ASYNC, Feeder, Lane
@@ -64,11 +67,19 @@ def begin_attempt(attempts: Attempts, row: Claimed, started: float) -> Begun | d
 
 
 def finish_attempt(attempts: Attempts, begun: Begun, call: Callable[[Begun], Any]) -> dict[str, Any]:
-    """Call the handler with ``call``; its value or its error is the outcome."""
+    """Call the handler with ``call``; its value or its error is the outcome. The handler
+    runs in the job's trace: the jobs it enqueues join it (jobs/observe.py)."""
+    trace = current_trace.set(begun.row.trace_id)
     try:
-        value = call(begun)
+        if otel.enabled():
+            with otel.attempt_span(begun.row):
+                value = call(begun)
+        else:
+            value = call(begun)
     except BaseException as exc:  # noqa: BLE001 - the attempt's outcome, whatever it is
         return attempts.failed(begun.row, exc, begun.started, begun=begun)
+    finally:
+        current_trace.reset(trace)
     return attempts.succeeded(begun, value)
 
 
@@ -297,10 +308,17 @@ class AsyncLane:
         begun = begin_attempt(attempts, row, started)
         if isinstance(begun, dict):
             return begun
+        # Each asyncio task has a context of its own: the trace set here is this job's.
+        current_trace.set(row.trace_id)
         try:
             if not begun.info.is_async:
-                # A blocking task routed here: run it off the loop.
-                value = await asyncio.get_running_loop().run_in_executor(None, call_blocking, begun)
+                # A blocking task routed here: run it off the loop, in this context.
+                value = await asyncio.get_running_loop().run_in_executor(
+                    None, contextvars.copy_context().run, call_blocking, begun
+                )
+            elif otel.enabled():
+                with otel.attempt_span(row):
+                    value = await self._limited(begun, row)
             else:
                 value = await self._limited(begun, row)
         except BaseException as exc:  # noqa: BLE001

@@ -35,10 +35,12 @@ from typing import Any
 
 from django.db import connections
 
+from .. import otel
 from ..exceptions import ProcessDied, TimeLimitExceeded
 from .config import WorkerConfig
 from .executor import EXIT_OK, EXIT_RECYCLE, Executor
 from .housekeeper import Housekeeper, Settlement, failed_attempt
+from .metrics import MetricsTable
 from .slots import Running, SlotTable
 
 logger = logging.getLogger("jobs.worker")
@@ -111,6 +113,11 @@ class Supervisor:
         self.acks: tuple[int, int] | None = None
         self.ack_buffer = b""
         self.housekeeper_deaths = 0
+        # Metrics (metrics.py): a region per executor slot and one for the housekeeper, and
+        # the words the housekeeper's /metrics reads of the supervisor's state.
+        self.metrics = MetricsTable(concurrency + 1) if self.config.metrics_port else None
+        self.executors_alive = RawValue("i", 0)
+        self.last_beat = RawValue("d", 0.0)
 
     # --- lifecycle ----------------------------------------------------------------
 
@@ -139,6 +146,7 @@ class Supervisor:
         self._spawn_housekeeper()
         while self.children or self.pending_spawn:
             self._collect_children()
+            self.executors_alive.value = len(self.children)
             now = time.monotonic()
             self._respawn_due(now)
             self._enforce_time_limits(now)
@@ -205,6 +213,7 @@ class Supervisor:
             except BaseException:
                 logger.exception("event=child_crashed")
             finally:
+                otel.flush()
                 logging.shutdown()
                 os._exit(code)
         signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
@@ -226,6 +235,7 @@ class Supervisor:
                 supervisor_pid=supervisor_pid,
                 wake_r=wake_r,
                 wake_w=wake_w,
+                metrics=self.metrics,
             ).run()
 
         pid = self._fork(target)
@@ -258,6 +268,9 @@ class Supervisor:
                 commands_r=commands_r,
                 acks_w=acks_w,
                 progress=self.progress,
+                metrics=self.metrics,
+                executors_alive=self.executors_alive,
+                last_beat_word=self.last_beat,
             ).run()
 
         self.housekeeper_pid = self._fork(target)

@@ -10,6 +10,7 @@ from typing import Any
 from django.conf import settings
 from django.db import transaction
 
+from jobs.observe import current_trace, trace_id_of
 from jobs.ownership import owner_key
 
 from . import catalog, selectors
@@ -45,7 +46,8 @@ def queue_api_email(
     owner_id = owner_key(owner)
     window = settings.NOTIFICATIONS_EMAIL_API_DEDUPE_WINDOW
     request_key = f"{owner_id}:{message_key}" if message_key else None
-    trace_id = uuid.uuid4().hex
+    # The request's trace (jobs.observe), so the caller can follow it into the job.
+    trace_id = trace_id_of(current_trace.get() or "") or uuid.uuid4().hex
     try:
         with transaction.atomic():
             if request_key:

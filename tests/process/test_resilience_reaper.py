@@ -114,7 +114,7 @@ def test_reaper_requeues_expired_jobs_with_backoff_then_marks_them_dead(
 
     t1 = lease + timedelta(seconds=1)
     assert store.reap(reaper.cursor(), now=t1, **BACKOFF) == [
-        (expiring, "scheduled", resilience.spin.module_path, 1, False)
+        (expiring, "scheduled", resilience.spin.module_path, 1, False, "default")
     ]
     back = job(expiring)
     assert (back.state, back.attempt, back.worker_id, back.lease_expires_at) == ("scheduled", 1, None, None)
@@ -130,7 +130,7 @@ def test_reaper_requeues_expired_jobs_with_backoff_then_marks_them_dead(
     claim_one(worker, token, t2)
     t3 = t2 + timedelta(seconds=400)
     assert store.reap(reaper.cursor(), now=t3, **BACKOFF) == [
-        (expiring, "dead", resilience.spin.module_path, 2, False)
+        (expiring, "dead", resilience.spin.module_path, 2, False, "default")
     ]
     dead = job(expiring)
     assert (dead.state, dead.attempt, dead.last_error, dead.finished_at) == ("dead", 2, "worker lost", t3)

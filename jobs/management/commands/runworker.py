@@ -81,6 +81,13 @@ class Command(BaseCommand):
             help="Replace an executor after this many jobs (default: 0, never).",
         )
         parser.add_argument(
+            "--metrics-port",
+            type=int,
+            default=None,
+            help="Serve Prometheus metrics on this port at /metrics (default: JOBS_METRICS_PORT, "
+            f"now {conf.METRICS_PORT}; 0: off).",
+        )
+        parser.add_argument(
             "--reload",
             action="store_true",
             help="Restart the worker when the project's Python files change, for development (default: off).",
@@ -101,6 +108,8 @@ class Command(BaseCommand):
         for name in ("shutdown_timeout", "poll_interval"):
             if options[name] is not None and options[name] <= 0:
                 raise CommandError(f"--{name.replace('_', '-')} must be positive")
+        if options["metrics_port"] is not None and not 0 <= options["metrics_port"] <= 65535:
+            raise CommandError("--metrics-port must be a port number (0: off)")
         if options["max_jobs_per_child"] < 0:
             raise CommandError("--max-jobs-per-child must be 0 (never replace) or more")
         if options["reload"] and options["burst"]:
@@ -119,6 +128,7 @@ class Command(BaseCommand):
             max_jobs_per_child=options["max_jobs_per_child"],
             threads=options["threads"],
             async_concurrency=options["async_concurrency"],
+            metrics_port=options["metrics_port"],
         )
         from jobs.worker.reload import is_reloaded_child, run_with_reload
 

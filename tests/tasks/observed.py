@@ -1,0 +1,30 @@
+"""Tasks for the observability tests: each takes an email address that must never appear in
+a metric or a log line."""
+
+from django.tasks import TaskContext, task
+
+from jobs.observe import current_trace
+
+
+@task
+def greet(email: str) -> str:
+    return "hello"
+
+
+@task(max_attempts=3, backoff_base=0.05, jitter=False, takes_context=True)
+def flaky(context: TaskContext, email: str) -> int:
+    if context.attempt == 1:
+        raise ConnectionError("first attempt fails")
+    return context.attempt
+
+
+@task(max_attempts=1)
+def doomed(email: str) -> None:
+    raise RuntimeError("always fails")
+
+
+@task
+def fan_out(email: str) -> str | None:
+    """Enqueues a child job: it joins this job's trace."""
+    greet.enqueue(email)
+    return current_trace.get()
