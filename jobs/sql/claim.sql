@@ -21,8 +21,8 @@
 --     trigger wakes the next one, migration 0010_limits), re-checked within a minute anyway;
 --   * rate (GCRA on the starts themselves, `tat`): after an idle spell burst + 1 start at
 --     once, then one per 1/rate, so over any second at most rate + burst start. Each job
---     gets its start time here; one due within the next 100 ms is claimed with it (the last
---     column: seconds to wait) and the worker starts it then, so no start time is lost to
+--     gets its start time here; one due within the next 100 ms is claimed with it (a column
+--     of seconds to wait from the statement's start) and the worker starts it then, so no start time is lost to
 --     the claim's own latency. The others wait as 'scheduled' with their start time set
 --     aside (limit_reserved; consecutive times from `next_slot`) and come back 50 ms
 --     before it, once, so no worker spins on them. New jobs queue behind them.
@@ -159,5 +159,5 @@ RETURNING j.id, j.task_path, j.args, j.kwargs, j.attempt, j.max_attempts,
           coalesce(j.lease_seconds, %(lease_seconds)s), j.trace_id, j.queue_name, j.priority,
           j.run_at, o.decision = 'expire', j.handbacks, j.soft_timeout, j.jitter, j.backoff_base,
           j.backoff_cap, j.non_retryable, j.created_at, o.decision,
-          coalesce(extract(epoch FROM o.plan_at - coalesce(%(now)s, statement_timestamp()))::float8, 0.0),
+          extract(epoch FROM o.plan_at - coalesce(%(now)s, statement_timestamp()))::float8,
           extract(epoch FROM coalesce(%(now)s, statement_timestamp()) - j.run_at)::float8

@@ -45,9 +45,9 @@ class Claimed(NamedTuple):
     # What the claim did with it: "start" (run it), "expire" (ended expired), or
     # "wait_rate"/"wait_concurrency" (a limit kept it waiting, as 'scheduled').
     decision: str = "start"
-    # Under a rate: seconds from the claim to the start time the rate gave it (the worker
-    # holds it until then); 0 for every other job.
-    start_in: float = 0.0
+    # Under a rate: seconds from the claim statement's start to the start time the rate
+    # gave it (the worker holds it until then); None for every other job.
+    start_in: float | None = None
     # Seconds from its due time to this claim, on the database's clock (the queue wait).
     waited: float = 0.0
 

@@ -412,6 +412,8 @@ class Feeder:
             return False
         try:
             rows = self.db.run(partial(self._claim, quotas=quotas, limit=total))
+            # Start times under a rate count from the statement's start on the database's
+            # clock; counted from its end here they can be late, never early.
             claimed_at = time.monotonic()
         except psycopg.Error as exc:
             if is_connection_lost(exc):
@@ -543,13 +545,16 @@ class Feeder:
             touched = set()
             for row in ordered:
                 lane = self.lanes[self._lane_for_task(row.task_path)]
-                if row.start_in > 0.0005:
-                    # Its rate's start time is a few ms ahead: it waits here until then.
+                if row.start_in is not None:
+                    # A rate gave it a start time (now, or a few ms ahead): it waits here
+                    # until then, spaced from the ones before it.
                     lane.held.append((claimed_at + row.start_in, row))
                     lane.held.sort(key=lambda held: held[0])
                     continue
                 lane.waiting.append(row)
                 touched.add(lane.name)
+            if any(lane.held for lane in self.lanes.values()):
+                self._hand_over_held_locked(time.monotonic())
             for name in touched:
                 self.lanes[name].on_rows()
             self.cv.notify_all()

@@ -105,11 +105,25 @@ def test_a_rate_limit_holds_over_every_second_across_workers(tmp_path: Path) -> 
     first, second = two_workers(tmp_path)
     with first, second:
         wait_until(lambda: len(events("r")) == 300, timeout=30)
-    starts = [at for _, at in events("r")]
-    for index, at in enumerate(starts):
-        # 100/s with a burst of 5: at most 105 start in any second that begins at a start.
-        in_window = sum(1 for other in starts[index:] if (other - at).total_seconds() < 1.0)
-        assert in_window <= 105, (index, in_window)
+    # The start times the claims gave out (what the jobs' rows record): 100/s with a burst
+    # of 5, so at most 105 in any second that begins at a start.
+    recorded = sorted(
+        Job.objects.filter(task_path=limited.hundred_a_second.module_path).values_list(
+            "last_attempted_at", flat=True
+        )
+    )
+    assert len(recorded) == 300 and busiest_second(recorded) <= 105
+    # The handlers' own clocks: each starts at or after its time, so no more than that,
+    # give or take one a worker's scheduler let start a few ms late beside the next.
+    assert busiest_second([at for _, at in events("r")]) <= 106
+
+
+def busiest_second(starts: list[datetime]) -> int:
+    starts = sorted(starts)
+    return max(
+        sum(1 for other in starts[index:] if (other - at).total_seconds() < 1.0)
+        for index, at in enumerate(starts)
+    )
 
 
 def test_a_key_at_its_limit_does_not_hold_up_another_key(tmp_path: Path) -> None:
