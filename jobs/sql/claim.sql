@@ -25,7 +25,8 @@
 --     of seconds to wait from the statement's start) and the worker starts it then, so no start time is lost to
 --     the claim's own latency. The others wait as 'scheduled' with their start time set
 --     aside (limit_reserved; consecutive times from `next_slot`) and come back 50 ms
---     before it, once, so no worker spins on them. New jobs queue behind them.
+--     before it, once, so no worker spins on them (the same column tells the worker when:
+--     it promotes and claims then). New jobs queue behind them.
 -- A waiting job uses no attempt and keeps its priority. Keys whose state row another
 -- claim holds this moment are left queued for the next claim.
 WITH candidates AS MATERIALIZED (
@@ -159,5 +160,6 @@ RETURNING j.id, j.task_path, j.args, j.kwargs, j.attempt, j.max_attempts,
           coalesce(j.lease_seconds, %(lease_seconds)s), j.trace_id, j.queue_name, j.priority,
           j.run_at, o.decision = 'expire', j.handbacks, j.soft_timeout, j.jitter, j.backoff_base,
           j.backoff_cap, j.non_retryable, j.created_at, o.decision,
-          extract(epoch FROM o.plan_at - coalesce(%(now)s, statement_timestamp()))::float8,
+          extract(epoch FROM CASE o.decision WHEN 'wait_rate' THEN o.start_at ELSE o.plan_at END
+                             - coalesce(%(now)s, statement_timestamp()))::float8,
           extract(epoch FROM coalesce(%(now)s, statement_timestamp()) - j.run_at)::float8

@@ -45,8 +45,9 @@ class Claimed(NamedTuple):
     # What the claim did with it: "start" (run it), "expire" (ended expired), or
     # "wait_rate"/"wait_concurrency" (a limit kept it waiting, as 'scheduled').
     decision: str = "start"
-    # Under a rate: seconds from the claim statement's start to the start time the rate
-    # gave it (the worker holds it until then); None for every other job.
+    # Under a rate, seconds from the claim statement's start: to the start time the rate
+    # gave it ("start": the worker holds it until then), or to when it comes back to be
+    # claimed ("wait_rate"); None for every other job.
     start_in: float | None = None
     # Seconds from its due time to this claim, on the database's clock (the queue wait).
     waited: float = 0.0

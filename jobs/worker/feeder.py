@@ -25,6 +25,7 @@ task known to be slow starts with rows behind it, the waiting rows are released 
 from __future__ import annotations
 
 import contextlib
+import heapq
 import logging
 import os
 import select
@@ -87,6 +88,11 @@ class Lane:
         return len(self.entries) - len(self.running) - len(self.waiting) - len(self.held)
 
     @property
+    def has_room(self) -> bool:
+        """A slot is free for a row to start in at once."""
+        return len(self.running) + len(self.waiting) < len(self.entries)
+
+    @property
     def queued(self) -> bool:
         """Rows in hand that have not started (waiting, or held for their start time)."""
         return bool(self.waiting or self.held)
@@ -127,6 +133,9 @@ class Feeder:
         self.recycle = False
         self.finished_all = False
         self.idle_until = 0.0
+        # When the jobs a rate kept waiting come back (monotonic, a heap): this executor
+        # promotes and claims then, rather than wait for housekeeping and a NOTIFY.
+        self.rate_turns: list[float] = []
         # Burst mode ends once a claim made after the last write found nothing.
         self.empty_since_write = False
         self.crashed = False
@@ -396,8 +405,11 @@ class Feeder:
         """Claim if some lane has room and the last claim did not come back empty just now.
         True if it claimed anything."""
         with self.cv:
-            if self.stopping or now < self.idle_until:
+            turn = bool(self.rate_turns) and now >= self.rate_turns[0]
+            if self.stopping or (now < self.idle_until and not turn):
                 return False
+            while self.rate_turns and self.rate_turns[0] <= now:
+                heapq.heappop(self.rate_turns)
             if self.config.max_jobs_per_child and self.started_jobs >= self.config.max_jobs_per_child:
                 self.stopping = self.recycle = True
                 return False
@@ -411,7 +423,7 @@ class Feeder:
             # Room only in a lane none of the queues' jobs go to.
             return False
         try:
-            rows = self.db.run(partial(self._claim, quotas=quotas, limit=total))
+            rows = self.db.run(partial(self._claim, quotas=quotas, limit=total, promote=turn))
             # Start times under a rate count from the statement's start on the database's
             # clock; counted from its end here they can be late, never early.
             claimed_at = time.monotonic()
@@ -440,6 +452,9 @@ class Feeder:
                 )
             else:
                 # A rate or concurrency limit keeps it waiting (no attempt used).
+                if row.start_in is not None:
+                    with self.cv:
+                        heapq.heappush(self.rate_turns, claimed_at + row.start_in)
                 logger.debug("event=job_limited job=%s task=%s wait=%s", row.id, row.task_path, row.decision)
         self._distribute(runnable, claimed_at)
         self.shares.took(quotas, got)
@@ -453,7 +468,9 @@ class Feeder:
                 self.idle_until = time.monotonic() + self.config.poll_interval
         return bool(rows) or not all(quotas)
 
-    def _claim(self, cursor: Any, *, quotas: list[int], limit: int) -> list[Claimed]:
+    def _claim(self, cursor: Any, *, quotas: list[int], limit: int, promote: bool = False) -> list[Claimed]:
+        if promote:
+            store.promote(cursor)
         return store.claim(
             cursor,
             worker=self.token,
@@ -560,13 +577,14 @@ class Feeder:
             self.cv.notify_all()
 
     def _hand_over_held_locked(self, now: float) -> None:
-        """Rows held for their start time that has come go to their lane. One handed over
-        late moves the rest back as much, so they keep their spacing: a late turn never
-        starts several at once (which a rate's window would count)."""
+        """Rows held for their start time go to their lane when it has come and a slot of
+        the lane is free. One handed over late (its lane was busy, or this thread) moves the
+        rest back as much, so they keep their spacing: a late turn never starts several at
+        once (which a rate's window would count)."""
         for lane in self.lanes.values():
-            if not lane.held or lane.held[0][0] > now:
+            if not lane.held or lane.held[0][0] > now or not lane.has_room:
                 continue
-            while lane.held and lane.held[0][0] <= now:
+            while lane.held and lane.held[0][0] <= now and lane.has_room:
                 at, row = lane.held.pop(0)
                 lane.waiting.append(row)
                 late = now - at
@@ -644,7 +662,8 @@ class Feeder:
             deadlines.append(self.pending_since + FLUSH_AFTER)
         busy = False
         for lane in self.lanes.values():
-            if lane.held:
+            if lane.held and lane.has_room:
+                # (A busy lane pokes this thread when its slot frees.)
                 deadlines.append(lane.held[0][0])
             for row, at in lane.running.values():
                 busy = True
@@ -652,6 +671,8 @@ class Feeder:
                     deadlines.append(at + FLUSH_AFTER)
                 if lane.waiting:
                     deadlines.append(at + self.config.prefetch_horizon)
+        if self.rate_turns and not self.stopping:
+            deadlines.append(self.rate_turns[0])
         if not self.stopping:
             if now >= self.idle_until:
                 # Room may open as handlers finish: they poke us then.

@@ -107,15 +107,12 @@ def test_a_rate_limit_holds_over_every_second_across_workers(tmp_path: Path) -> 
         wait_until(lambda: len(events("r")) == 300, timeout=30)
     # The start times the claims gave out (what the jobs' rows record): 100/s with a burst
     # of 5, so at most 105 in any second that begins at a start.
-    recorded = sorted(
-        Job.objects.filter(task_path=limited.hundred_a_second.module_path).values_list(
-            "last_attempted_at", flat=True
-        )
-    )
-    assert len(recorded) == 300 and busiest_second(recorded) <= 105
-    # The handlers' own clocks: each starts at or after its time, so no more than that,
-    # give or take one a worker's scheduler let start a few ms late beside the next.
-    assert busiest_second([at for _, at in events("r")]) <= 106
+    jobs = Job.objects.filter(task_path=limited.hundred_a_second.module_path)
+    given = {job.args[0]: job.last_attempted_at for job in jobs}
+    assert len(given) == 300 and busiest_second(list(given.values())) <= 105
+    # And no handler ran before its time (on the database's clock, as the times were
+    # given): a worker only ever starts a job late, never early.
+    assert all(at >= given[key] for key, at in events("r"))
 
 
 def busiest_second(starts: list[datetime]) -> int:
