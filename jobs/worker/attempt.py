@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from django.conf import settings
 from django.tasks import Task, TaskResult, TaskResultStatus
 
 from .. import signals
@@ -93,6 +94,8 @@ class Attempts:
         self.token = token
         # The executor's metrics (jobs/worker/metrics.py), None when they are off.
         self.tally = tally
+        # Per-job lines carry their facts as fields too (LOG_FORMAT=json).
+        self.json_logs = getattr(settings, "LOG_FORMAT", "text") == "json"
         self.tasks: dict[str, TaskInfo] = {}
         self.policies: dict[tuple[Any, ...], RetryPolicy] = {}
         self.jobs_done = 0
@@ -246,6 +249,9 @@ class Attempts:
             line += f" error={type(error).__name__}: {_short(error)!r}"
         if reason:
             line += f" reason={reason!r}"
+        if not self.json_logs:
+            job_logger.log(level, line)
+            return
         # The same facts as fields, for LOG_FORMAT=json (jobs/logs.py).
         fields = {
             "event": "job_finished",
