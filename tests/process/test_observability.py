@@ -18,6 +18,7 @@ import pytest
 from django.test import Client
 from prometheus_client.parser import text_string_to_metric_families
 
+from jobs import store
 from jobs.models import Job
 from jobs.observe import current_trace
 from jobs.states import State
@@ -72,6 +73,8 @@ def test_worker_metrics_count_what_ran_and_its_json_logs_follow_the_trace(tmp_pa
         parent = observed.fan_out.enqueue(CANARY)
     finally:
         current_trace.reset(token)
+    # Cancelled while it runs: its outcome is dropped by the fence.
+    napping = observed.nap.enqueue(CANARY, 2.0)
     basic.spin_forever.using(max_attempts=1).enqueue()
     basic.exit_process.using(max_attempts=1).enqueue()
     # A web request with a W3C traceparent: its job carries the request's trace id.
@@ -92,6 +95,12 @@ def test_worker_metrics_count_what_ran_and_its_json_logs_follow_the_trace(tmp_pa
     env = {"LOG_FORMAT": "json", "EMAIL_URL": smtp_sink.url, "SITE_URL": "http://testserver"}
     with running_worker(tmp_path, "--concurrency", "2", "--metrics-port", str(port), **env) as worker:
         wait_until(
+            lambda: Job.objects.filter(id=napping.id, state=State.RUNNING, started_attempt=1).exists(),
+            timeout=20,
+            message="the nap to start",
+        )
+        store.cancel(napping.id)
+        wait_until(
             lambda: not Job.objects.filter(state__in=[State.QUEUED, State.SCHEDULED, State.RUNNING]).exists(),
             timeout=40,
             message="every job finished",
@@ -104,6 +113,8 @@ def test_worker_metrics_count_what_ran_and_its_json_logs_follow_the_trace(tmp_pa
             ("doomed", "dead"): 1,
             ("spin_forever", "time_limit"): 1,
             ("exit_process", "process_died"): 1,
+            ("nap", "succeeded"): 1,
+            ("nap", "cancelled"): 1,
         }
 
         def settled() -> str | None:
@@ -117,7 +128,8 @@ def test_worker_metrics_count_what_ran_and_its_json_logs_follow_the_trace(tmp_pa
         for key, n in expected.items():
             assert counts[key] == n, (key, counts)
         # Attempts that ran to an outcome: their durations and waits (killed ones have none).
-        ran = sum(n for (task, _), n in expected.items() if task not in ("spin_forever", "exit_process"))
+        not_run = ("time_limit", "process_died", "cancelled")
+        ran = sum(n for (_, outcome), n in expected.items() if outcome not in not_run)
         durations = sum(
             v for (name, _), v in samples(text).items() if name == "jobs_run_duration_seconds_count"
         )

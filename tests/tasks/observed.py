@@ -1,6 +1,8 @@
 """Tasks for the observability tests: each takes an email address that must never appear in
 a metric or a log line."""
 
+import time
+
 from django.tasks import TaskContext, task
 
 from jobs.observe import current_trace
@@ -28,3 +30,8 @@ def fan_out(email: str) -> str | None:
     """Enqueues a child job: it joins this job's trace."""
     greet.enqueue(email)
     return current_trace.get()
+
+
+@task
+def nap(email: str, seconds: float) -> None:
+    time.sleep(seconds)
