@@ -12,16 +12,19 @@ import sys
 import urllib.error
 import urllib.request
 from collections import Counter
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from django.test import Client
+from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
 from jobs import store
 from jobs.models import Job
 from jobs.observe import current_trace
 from jobs.states import State
+from tests import factories
 from tests.conftest import ROOT, subprocess_env
 from tests.mail import free_port
 from tests.process.resilience_support import running_worker, wait_until
@@ -73,6 +76,10 @@ def test_worker_metrics_count_what_ran_and_its_json_logs_follow_the_trace(tmp_pa
         parent = observed.fan_out.enqueue(CANARY)
     finally:
         current_trace.reset(token)
+    # Past its not-started deadline: the claim ends it expired.
+    observed.greet.using(expires_at=timezone.now() - timedelta(seconds=5)).enqueue(CANARY)
+    # Held by a worker that vanished an hour ago: this worker's reaper takes it back, then runs it.
+    factories.job(State.RUNNING, now=timezone.now() - timedelta(hours=1))
     # Cancelled while it runs: its outcome is dropped by the fence.
     napping = observed.nap.enqueue(CANARY, 2.0)
     basic.spin_forever.using(max_attempts=1).enqueue()
@@ -115,6 +122,9 @@ def test_worker_metrics_count_what_ran_and_its_json_logs_follow_the_trace(tmp_pa
             ("exit_process", "process_died"): 1,
             ("nap", "succeeded"): 1,
             ("nap", "cancelled"): 1,
+            ("greet", "expired"): 1,
+            ("noop", "lease_lost"): 1,
+            ("noop", "succeeded"): 1,
         }
 
         def settled() -> str | None:
@@ -128,7 +138,7 @@ def test_worker_metrics_count_what_ran_and_its_json_logs_follow_the_trace(tmp_pa
         for key, n in expected.items():
             assert counts[key] == n, (key, counts)
         # Attempts that ran to an outcome: their durations and waits (killed ones have none).
-        not_run = ("time_limit", "process_died", "cancelled")
+        not_run = ("time_limit", "process_died", "cancelled", "expired", "lease_lost")
         ran = sum(n for (_, outcome), n in expected.items() if outcome not in not_run)
         durations = sum(
             v for (name, _), v in samples(text).items() if name == "jobs_run_duration_seconds_count"
