@@ -31,7 +31,7 @@ from django.tasks import Task, TaskResult, TaskResultStatus
 
 from .. import signals
 from ..backend import exception_classes, resolve_task
-from ..exceptions import BadPayload, JobsError, UnknownTask
+from ..exceptions import BadPayload, JobsError, TimeLimitExceeded, UnknownTask
 from ..observe import trace_id_of
 from ..payloads import ArgumentCheck, check_result, error_record
 from ..retry import RetryPolicy, decide
@@ -235,7 +235,9 @@ class Attempts:
         self.jobs_done += 1
         duration = time.monotonic() - started
         if self.tally is not None:
-            self.tally.attempt(row.task_path, row.queue_name, OUTCOMES[outcome], duration, row.waited)
+            # A hard limit that cancelled a coroutine counts as one that killed a process.
+            label = "time_limit" if isinstance(error, TimeLimitExceeded) else OUTCOMES[outcome]
+            self.tally.attempt(row.task_path, row.queue_name, label, duration, row.waited)
         level = _LEVELS.get(outcome, logging.INFO)
         if not job_logger.isEnabledFor(level):
             return

@@ -82,8 +82,7 @@ def test_worker_metrics_count_what_ran_and_its_json_logs_follow_the_trace(tmp_pa
     factories.job(State.RUNNING, now=timezone.now() - timedelta(hours=1))
     # Cancelled while it runs: its outcome is dropped by the fence.
     napping = observed.nap.enqueue(CANARY, 2.0)
-    basic.spin_forever.using(max_attempts=1).enqueue()
-    basic.exit_process.using(max_attempts=1).enqueue()
+    observed.overrun.enqueue(CANARY)
     # A web request with a W3C traceparent: its job carries the request's trace id.
     traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
     response = Client().post(
@@ -107,11 +106,18 @@ def test_worker_metrics_count_what_ran_and_its_json_logs_follow_the_trace(tmp_pa
             message="the nap to start",
         )
         store.cancel(napping.id)
-        wait_until(
-            lambda: not Job.objects.filter(state__in=[State.QUEUED, State.SCHEDULED, State.RUNNING]).exists(),
-            timeout=40,
-            message="every job finished",
-        )
+
+        def all_finished() -> bool:
+            return not Job.objects.filter(state__in=[State.QUEUED, State.SCHEDULED, State.RUNNING]).exists()
+
+        wait_until(all_finished, timeout=40, message="every job finished")
+        # The cancelled nap's handler goes on to its end.
+        wait_until(lambda: "nap" in _finished_tasks(worker.log()), timeout=10, message="the nap's end")
+        # Then the jobs that take an executor down with them, alone (they would take the
+        # jobs running beside them too): one killed for its time limit, one that exits.
+        basic.spin_forever.using(max_attempts=1).enqueue()
+        basic.exit_process.using(max_attempts=1).enqueue()
+        wait_until(all_finished, timeout=40, message="the killed jobs finished")
         expected = {
             ("greet", "succeeded"): 7,
             ("fan_out", "succeeded"): 1,
@@ -119,6 +125,7 @@ def test_worker_metrics_count_what_ran_and_its_json_logs_follow_the_trace(tmp_pa
             ("flaky", "succeeded"): 2,
             ("doomed", "dead"): 1,
             ("spin_forever", "time_limit"): 1,
+            ("overrun", "time_limit"): 1,
             ("exit_process", "process_died"): 1,
             ("nap", "succeeded"): 1,
             ("nap", "cancelled"): 1,
@@ -139,7 +146,7 @@ def test_worker_metrics_count_what_ran_and_its_json_logs_follow_the_trace(tmp_pa
             assert counts[key] == n, (key, counts)
         # Attempts that ran to an outcome: their durations and waits (killed ones have none).
         not_run = ("time_limit", "process_died", "cancelled", "expired", "lease_lost")
-        ran = sum(n for (_, outcome), n in expected.items() if outcome not in not_run)
+        ran = sum(n for (_, outcome), n in expected.items() if outcome not in not_run) + 1  # overrun
         durations = sum(
             v for (name, _), v in samples(text).items() if name == "jobs_run_duration_seconds_count"
         )
@@ -173,6 +180,15 @@ def test_worker_metrics_count_what_ran_and_its_json_logs_follow_the_trace(tmp_pa
     assert {line["job_id"] for line in request_lines} == {str(job.id) for job in request_jobs}
     # The supervisor's and housekeeper's lines are JSON too, with their event lifted out.
     assert {"worker_started", "time_limit", "executor_lost"} <= {line.get("event") for line in lines}
+
+
+def _finished_tasks(log: str) -> set[str]:
+    """Tasks whose per-job line is in the log (JSON lines)."""
+    tasks = set()
+    for line in log.splitlines():
+        if '"logger": "jobs.job"' in line:
+            tasks.add(json.loads(line)["task"].rpartition(".")[2])
+    return tasks
 
 
 def audit(text: str) -> None:
