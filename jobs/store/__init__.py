@@ -17,6 +17,7 @@ from .claims import (
     Claimed,
     Due,
     Reaped,
+    cancelled_among,
     claim,
     extend_leases,
     next_due,
@@ -32,6 +33,6 @@ from .statements import NOTIFY_CHANNEL, sql
 
 __all__ = [
     "COPY_THRESHOLD", "NOTIFY_CHANNEL", "REAP_GRACE", "Claimed", "Due", "NewJob", "Reaped", "cancel",
-    "claim", "discard", "extend_leases", "insert_jobs", "limit_changed", "next_due", "promote", "prune",
-    "reap", "reap_token", "record_outcomes", "release", "replay", "run_now", "sql",
+    "cancelled_among", "claim", "discard", "extend_leases", "insert_jobs", "limit_changed", "next_due",
+    "promote", "prune", "reap", "reap_token", "record_outcomes", "release", "replay", "run_now", "sql",
 ]  # fmt: skip

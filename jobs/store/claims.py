@@ -291,3 +291,12 @@ def next_due(cursor: Any) -> Due:
         """
     )
     return Due._make(cursor.fetchone())
+
+
+def cancelled_among(cursor: Any, ids: Sequence[uuid.UUID]) -> list[tuple[str, str]]:
+    """(task path, queue) of the jobs among ``ids`` that are cancelled: read when a fenced
+    outcome write found its job gone, to count why (the metrics)."""
+    cursor.execute(
+        "SELECT task_path, queue_name FROM jobs_job WHERE id = ANY(%s) AND state = 'cancelled'", [list(ids)]
+    )
+    return [(task, queue) for task, queue in cursor.fetchall()]

@@ -26,11 +26,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from django.conf import settings
 from django.tasks import Task, TaskResult, TaskResultStatus
 
 from .. import signals
 from ..backend import exception_classes, resolve_task
-from ..exceptions import BadPayload, JobsError, UnknownTask
+from ..exceptions import BadPayload, JobsError, TimeLimitExceeded, UnknownTask
 from ..observe import trace_id_of
 from ..payloads import ArgumentCheck, check_result, error_record
 from ..retry import RetryPolicy, decide
@@ -93,6 +94,8 @@ class Attempts:
         self.token = token
         # The executor's metrics (jobs/worker/metrics.py), None when they are off.
         self.tally = tally
+        # Per-job lines carry their facts as fields too (LOG_FORMAT=json).
+        self.json_logs = getattr(settings, "LOG_FORMAT", "text") == "json"
         self.tasks: dict[str, TaskInfo] = {}
         self.policies: dict[tuple[Any, ...], RetryPolicy] = {}
         self.jobs_done = 0
@@ -232,7 +235,9 @@ class Attempts:
         self.jobs_done += 1
         duration = time.monotonic() - started
         if self.tally is not None:
-            self.tally.attempt(row.task_path, row.queue_name, OUTCOMES[outcome], duration, row.waited)
+            # A hard limit that cancelled a coroutine counts as one that killed a process.
+            label = "time_limit" if isinstance(error, TimeLimitExceeded) else OUTCOMES[outcome]
+            self.tally.attempt(row.task_path, row.queue_name, label, duration, row.waited)
         level = _LEVELS.get(outcome, logging.INFO)
         if not job_logger.isEnabledFor(level):
             return
@@ -246,6 +251,9 @@ class Attempts:
             line += f" error={type(error).__name__}: {_short(error)!r}"
         if reason:
             line += f" reason={reason!r}"
+        if not self.json_logs:
+            job_logger.log(level, line)
+            return
         # The same facts as fields, for LOG_FORMAT=json (jobs/logs.py).
         fields = {
             "event": "job_finished",

@@ -352,18 +352,34 @@ class Feeder:
             raise
         with self.cv:
             self.writing = []
+        dropped = []
         if len(changed) != len(outcomes):
             for outcome in outcomes:
                 if _as_uuid(outcome["id"]) not in changed:
-                    if self.publisher is not None:
-                        self.publisher.tally.count_dropped()
+                    dropped.append(_as_uuid(outcome["id"]))
                     logger.warning(
                         "event=outcome_dropped job=%s attempt=%s reason=claim_superseded",
                         outcome["id"],
                         outcome["attempt"],
                     )
         if self.publisher is not None and outcomes:
+            if dropped:
+                self._count_cancelled(dropped)
             self.publisher.publish()
+
+    def _count_cancelled(self, ids: list[uuid.UUID]) -> None:
+        """Count the dropped outcomes whose job was cancelled while it ran (the others lost
+        their lease: the reaper that took them back counted them)."""
+        assert self.publisher is not None
+        try:
+            cancelled = self.db.run(partial(_cancelled_among, ids=ids))
+        except psycopg.Error as exc:
+            if is_connection_lost(exc):
+                raise
+            logger.warning("event=metrics_read_failed error=%r", str(exc).strip())
+            return
+        for task, queue in cancelled:
+            self.publisher.tally.count(task, queue, "cancelled")
 
     def _record(self, outcomes: list[dict[str, Any]], started: list[tuple[uuid.UUID, int]]) -> set[uuid.UUID]:
         def write(
@@ -696,6 +712,10 @@ class Feeder:
 
 def _as_uuid(value: uuid.UUID | str) -> uuid.UUID:
     return value if isinstance(value, uuid.UUID) else uuid.UUID(value)
+
+
+def _cancelled_among(cursor: Any, *, ids: list[uuid.UUID]) -> list[tuple[str, str]]:
+    return store.cancelled_among(cursor, ids)
 
 
 def _release(cursor: Any, *, worker: uuid.UUID, ids: list[uuid.UUID]) -> list[uuid.UUID]:

@@ -79,7 +79,6 @@ class Tally:
         self.waits: dict[str, list[float]] = {}
         # task -> count
         self.enqueued: dict[str, int] = {}
-        self.dropped = 0
 
     # --- counting (the hot path: no allocation beyond a key's first time) -------------------
 
@@ -117,10 +116,6 @@ class Tally:
                 task = OTHER
             self.enqueued[task] = self.enqueued.get(task, 0) + n
 
-    def count_dropped(self) -> None:
-        with self.lock:
-            self.dropped += 1
-
     # --- snapshots -------------------------------------------------------------------------
 
     def snapshot(self) -> dict[str, Any]:
@@ -130,7 +125,6 @@ class Tally:
                 "durations": [[key, list(h)] for key, h in self.durations.items()],
                 "waits": [[key, list(h)] for key, h in self.waits.items()],
                 "enqueued": list(self.enqueued.items()),
-                "dropped": self.dropped,
             }
 
     def restore(self, data: dict[str, Any]) -> None:
@@ -139,7 +133,6 @@ class Tally:
             self.durations = {key: h for key, h in data.get("durations", [])}
             self.waits = {key: h for key, h in data.get("waits", [])}
             self.enqueued = {key: n for key, n in data.get("enqueued", [])}
-            self.dropped = data.get("dropped", 0)
 
 
 def _histogram(table: dict[str, list[float]], key: str, buckets: tuple[float, ...]) -> list[float]:
@@ -229,7 +222,6 @@ class WorkerCollector:
         durations: dict[str, list[float]] = {}
         waits: dict[str, list[float]] = {}
         enqueued: dict[str, int] = {}
-        dropped = 0
         for region in range(self.table.regions):
             data = self.table.read(region)
             for task, queue, outcome, n in data.get("finished", []):
@@ -238,7 +230,6 @@ class WorkerCollector:
             _add_histograms(waits, data.get("waits", []))
             for task, n in data.get("enqueued", []):
                 enqueued[task] = enqueued.get(task, 0) + n
-            dropped += data.get("dropped", 0)
 
         family = CounterMetricFamily(
             f"{PREFIX}finished",
@@ -254,11 +245,6 @@ class WorkerCollector:
         for task, n in sorted(enqueued.items()):
             family.add_metric([task], n)
         yield family
-        yield CounterMetricFamily(
-            f"{PREFIX}outcomes_dropped",
-            "Outcomes the fence refused: the job was cancelled or taken over while it ran.",
-            value=dropped,
-        )
         yield _histogram_family(
             f"{PREFIX}run_duration_seconds", "Handler run time, by task.", "task", durations, DURATION_BUCKETS
         )

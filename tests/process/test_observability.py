@@ -12,15 +12,19 @@ import sys
 import urllib.error
 import urllib.request
 from collections import Counter
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from django.test import Client
+from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
+from jobs import store
 from jobs.models import Job
 from jobs.observe import current_trace
 from jobs.states import State
+from tests import factories
 from tests.conftest import ROOT, subprocess_env
 from tests.mail import free_port
 from tests.process.resilience_support import running_worker, wait_until
@@ -72,8 +76,13 @@ def test_worker_metrics_count_what_ran_and_its_json_logs_follow_the_trace(tmp_pa
         parent = observed.fan_out.enqueue(CANARY)
     finally:
         current_trace.reset(token)
-    basic.spin_forever.using(max_attempts=1).enqueue()
-    basic.exit_process.using(max_attempts=1).enqueue()
+    # Past its not-started deadline: the claim ends it expired.
+    observed.greet.using(expires_at=timezone.now() - timedelta(seconds=5)).enqueue(CANARY)
+    # Held by a worker that vanished an hour ago: this worker's reaper takes it back, then runs it.
+    factories.job(State.RUNNING, now=timezone.now() - timedelta(hours=1))
+    # Cancelled while it runs: its outcome is dropped by the fence.
+    napping = observed.nap.enqueue(CANARY, 2.0)
+    observed.overrun.enqueue(CANARY)
     # A web request with a W3C traceparent: its job carries the request's trace id.
     traceparent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
     response = Client().post(
@@ -92,10 +101,23 @@ def test_worker_metrics_count_what_ran_and_its_json_logs_follow_the_trace(tmp_pa
     env = {"LOG_FORMAT": "json", "EMAIL_URL": smtp_sink.url, "SITE_URL": "http://testserver"}
     with running_worker(tmp_path, "--concurrency", "2", "--metrics-port", str(port), **env) as worker:
         wait_until(
-            lambda: not Job.objects.filter(state__in=[State.QUEUED, State.SCHEDULED, State.RUNNING]).exists(),
-            timeout=40,
-            message="every job finished",
+            lambda: Job.objects.filter(id=napping.id, state=State.RUNNING, started_attempt=1).exists(),
+            timeout=20,
+            message="the nap to start",
         )
+        store.cancel(napping.id)
+
+        def all_finished() -> bool:
+            return not Job.objects.filter(state__in=[State.QUEUED, State.SCHEDULED, State.RUNNING]).exists()
+
+        wait_until(all_finished, timeout=40, message="every job finished")
+        # The cancelled nap's handler goes on to its end.
+        wait_until(lambda: "nap" in _finished_tasks(worker.log()), timeout=10, message="the nap's end")
+        # Then the jobs that take an executor down with them, alone (they would take the
+        # jobs running beside them too): one killed for its time limit, one that exits.
+        basic.spin_forever.using(max_attempts=1).enqueue()
+        basic.exit_process.using(max_attempts=1).enqueue()
+        wait_until(all_finished, timeout=40, message="the killed jobs finished")
         expected = {
             ("greet", "succeeded"): 7,
             ("fan_out", "succeeded"): 1,
@@ -103,7 +125,13 @@ def test_worker_metrics_count_what_ran_and_its_json_logs_follow_the_trace(tmp_pa
             ("flaky", "succeeded"): 2,
             ("doomed", "dead"): 1,
             ("spin_forever", "time_limit"): 1,
+            ("overrun", "time_limit"): 1,
             ("exit_process", "process_died"): 1,
+            ("nap", "succeeded"): 1,
+            ("nap", "cancelled"): 1,
+            ("greet", "expired"): 1,
+            ("noop", "lease_lost"): 1,
+            ("noop", "succeeded"): 1,
         }
 
         def settled() -> str | None:
@@ -117,7 +145,8 @@ def test_worker_metrics_count_what_ran_and_its_json_logs_follow_the_trace(tmp_pa
         for key, n in expected.items():
             assert counts[key] == n, (key, counts)
         # Attempts that ran to an outcome: their durations and waits (killed ones have none).
-        ran = sum(n for (task, _), n in expected.items() if task not in ("spin_forever", "exit_process"))
+        not_run = ("time_limit", "process_died", "cancelled", "expired", "lease_lost")
+        ran = sum(n for (_, outcome), n in expected.items() if outcome not in not_run) + 1  # overrun
         durations = sum(
             v for (name, _), v in samples(text).items() if name == "jobs_run_duration_seconds_count"
         )
@@ -151,6 +180,15 @@ def test_worker_metrics_count_what_ran_and_its_json_logs_follow_the_trace(tmp_pa
     assert {line["job_id"] for line in request_lines} == {str(job.id) for job in request_jobs}
     # The supervisor's and housekeeper's lines are JSON too, with their event lifted out.
     assert {"worker_started", "time_limit", "executor_lost"} <= {line.get("event") for line in lines}
+
+
+def _finished_tasks(log: str) -> set[str]:
+    """Tasks whose per-job line is in the log (JSON lines)."""
+    tasks = set()
+    for line in log.splitlines():
+        if '"logger": "jobs.job"' in line:
+            tasks.add(json.loads(line)["task"].rpartition(".")[2])
+    return tasks
 
 
 def audit(text: str) -> None:

@@ -1,6 +1,9 @@
 """Tasks for the observability tests: each takes an email address that must never appear in
 a metric or a log line."""
 
+import asyncio
+import time
+
 from django.tasks import TaskContext, task
 
 from jobs.observe import current_trace
@@ -28,3 +31,14 @@ def fan_out(email: str) -> str | None:
     """Enqueues a child job: it joins this job's trace."""
     greet.enqueue(email)
     return current_trace.get()
+
+
+@task
+def nap(email: str, seconds: float) -> None:
+    time.sleep(seconds)
+
+
+@task(timeout=0.5, max_attempts=1)
+async def overrun(email: str) -> None:
+    """Cancelled by its event loop at its hard limit (the process is not killed)."""
+    await asyncio.sleep(30)
