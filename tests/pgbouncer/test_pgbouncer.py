@@ -165,8 +165,7 @@ def test_schedulers_behind_pgbouncer_fire_each_slot_once(tmp_path: Path, pooled:
 def server_pids(pgbouncer: PgBouncer) -> set[int]:
     """Backend pids of PgBouncer's server connections to the test database."""
     rows = pgbouncer.admin("SHOW SERVERS")
-    # SHOW SERVERS: type, user, database, state, ..., remote_pid (column 12 in 1.18).
-    return {int(row[11]) for row in rows if row[2] == connection.settings_dict["NAME"]}
+    return {int(row["remote_pid"]) for row in rows if row["database"] == connection.settings_dict["NAME"]}
 
 
 def listener_pids() -> list[int]:
