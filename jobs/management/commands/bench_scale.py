@@ -69,7 +69,8 @@ class Command(BaseCommand):
             results["pruned_again"] = self._measure(options["claims"])
         self.stdout.write(json.dumps(results, indent=2))
         line = ", ".join(
-            f"{label} {results[key]['p50_ms']}/{results[key]['p99_ms']} ms"
+            f"{label} {results[key]['p50_ms']}/{results[key]['p99_ms']} ms "
+            f"({results[key]['buffers_per_claim']} buffers)"
             for key, label in (
                 ("pruned", "pruned"),
                 ("with_finished", f"with {made:,} finished rows"),
@@ -120,7 +121,7 @@ class Command(BaseCommand):
             self.stderr.write(f"  {made:,} finished rows ({time.monotonic() - started:.0f}s)")
         return made, time.monotonic() - started
 
-    def _measure(self, claims: int) -> dict[str, float]:
+    def _measure(self, claims: int) -> dict[str, Any]:
         """Claim one job at a time, as an executor with slow jobs does, ``claims`` times."""
         enqueue_many(noop, [((), {}) for _ in range(claims + 100)])
         with connection.cursor() as cursor:
@@ -136,6 +137,18 @@ class Command(BaseCommand):
                 claimed = store.claim(worker_cursor, worker=worker, queues=["default"], limit=1)
                 timings.append((time.perf_counter() - started) * 1000)
                 assert claimed, "the queue ran dry"
+            # What one more claim reads, whatever the machine's load: shared buffers, and
+            # whether it went through the claim's partial index.
+            worker_cursor.execute(
+                "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + store.sql("claim"),
+                {
+                    "queues": ["default"], "quotas": [1], "limit": 1, "worker": worker, "now": None,
+                    "lease_seconds": 300.0, "default_timeout": None,
+                },
+            )  # fmt: skip
+            row = worker_cursor.fetchone()
+            assert row is not None
+            plan = row[0][0]["Plan"]
         with connection.cursor() as cursor:
             # The claimed rows and the rest of the queue go; the finished rows stay.
             cursor.execute("DELETE FROM jobs_job WHERE state IN ('queued', 'running')")
@@ -144,4 +157,6 @@ class Command(BaseCommand):
             "claims": claims,
             "p50_ms": round(statistics.median(timings), 2),
             "p99_ms": round(timings[int(len(timings) * 0.99) - 1], 2),
+            "buffers_per_claim": plan.get("Shared Hit Blocks", 0) + plan.get("Shared Read Blocks", 0),
+            "uses_claim_index": "jobs_job_claimable" in json.dumps(plan),
         }
