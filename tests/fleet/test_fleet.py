@@ -20,7 +20,7 @@ pytestmark = [pytest.mark.fleet, pytest.mark.django_db(transaction=True)]
 
 def test_two_hosts_one_killed_keep_every_side_effect_once() -> None:
     proc = manage(
-        "fleet", "--hosts", "2", "--executors", "1", "--jobs", "300", "--millis", "5", "--kill", "--force",
+        "fleet", "--hosts", "2", "--executors", "1", "--jobs", "300", "--millis", "10", "--kill", "--force",
         env=subprocess_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
     )  # fmt: skip
     out, err = proc.communicate(timeout=120)
