@@ -21,7 +21,23 @@ from typing import Any
 
 import psycopg
 
-POSTGRES_BIN = Path(os.environ.get("POSTGRES_BIN", "/usr/lib/postgresql/15/bin"))
+
+def _postgres_bin() -> Path:
+    """POSTGRES_BIN, else the newest Debian server binaries, else wherever initdb is on PATH."""
+    if configured := os.environ.get("POSTGRES_BIN"):
+        return Path(configured)
+    debian = sorted(
+        Path("/usr/lib/postgresql").glob("*/bin/initdb"),
+        key=lambda p: int(p.parent.parent.name),
+        reverse=True,
+    )
+    if debian:
+        return debian[0].parent
+    found = shutil.which("initdb")
+    return Path(found).parent if found else Path("/usr/lib/postgresql/15/bin")
+
+
+POSTGRES_BIN = _postgres_bin()
 
 
 def free_port() -> int:
@@ -105,12 +121,16 @@ class PgBouncer:
     def url(self, dbname: str) -> str:
         return f"postgres://postgres@127.0.0.1:{self.port}/{dbname}"
 
-    def admin(self, command: str) -> list[tuple[Any, ...]]:
-        """A command on PgBouncer's admin console (SHOW POOLS, SHOW SERVERS...)."""
+    def admin(self, command: str) -> list[dict[str, Any]]:
+        """A command on PgBouncer's admin console (SHOW POOLS, SHOW SERVERS...), as rows of
+        column name -> value (the columns differ between PgBouncer versions)."""
         with psycopg.connect(self.url("pgbouncer"), autocommit=True, prepare_threshold=None) as conn:
             cursor = conn.cursor()
             cursor.execute(command)
-            return cursor.fetchall() if cursor.description else []
+            if not cursor.description:
+                return []
+            names = [column.name for column in cursor.description]
+            return [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
 
     def stop(self) -> None:
         with contextlib.suppress(ProcessLookupError):

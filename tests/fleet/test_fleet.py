@@ -4,28 +4,30 @@ effect is there exactly once, and only jobs in flight on the killed host ran aga
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import manage, side_effect_counts, subprocess_env
-from tests.process.resilience_support import running_worker, wait_until
+from tests.process.resilience_support import WorkerProcess, children_of, running_worker, wait_until
 
 pytestmark = [pytest.mark.fleet, pytest.mark.django_db(transaction=True)]
 
 
 def test_two_hosts_one_killed_keep_every_side_effect_once() -> None:
     proc = manage(
-        "fleet", "--hosts", "2", "--executors", "1", "--jobs", "600", "--millis", "2", "--kill", "--force",
+        "fleet", "--hosts", "2", "--executors", "1", "--jobs", "300", "--millis", "10", "--kill", "--force",
         env=subprocess_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
     )  # fmt: skip
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, out + err
     (result,) = json.loads(out[: out.index("\n]") + 2])
     assert result["hosts"] == 2 and result["kills"] == 1
-    assert result["succeeded"] == result["jobs"] == result["effect_rows"] == 600
+    assert result["succeeded"] == result["jobs"] == result["effect_rows"] == 300
     assert result["lost"] == 0
     assert result["extra_runs"] <= result["in_flight_at_kills"]
     # Each host registered under its own name; the killed one's replacement too.
@@ -49,13 +51,36 @@ def test_bad_host_counts_are_refused() -> None:
     assert "--hosts takes host counts such as 1,2,4,8" in err
 
 
-def worker_connections() -> int:
+def local_ports(pids: list[int]) -> set[int]:
+    """The local TCP ports of the sockets the processes ``pids`` hold open."""
+    inodes: set[str] = set()
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            for fd in Path(f"/proc/{pid}/fd").iterdir():
+                with contextlib.suppress(OSError):
+                    target = os.readlink(fd)
+                    if target.startswith("socket:["):
+                        inodes.add(target[8:-1])
+    ports = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with contextlib.suppress(OSError):
+            for line in Path(table).read_text().splitlines()[1:]:
+                fields = line.split()
+                if fields[9] in inodes:
+                    ports.add(int(fields[1].rsplit(":", 1)[1], 16))
+    return ports
+
+
+def connections_of(worker: WorkerProcess) -> int:
+    """Backends of the test database whose client is a process of this worker."""
     from django.db import connection
 
+    ports = local_ports([worker.pid, *children_of(worker.pid)])
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT count(*) FROM pg_stat_activity"
-            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            " WHERE datname = current_database() AND client_port = ANY(%s)",
+            [sorted(ports)],
         )
         return int(cursor.fetchone()[0])
 
@@ -70,9 +95,9 @@ def test_a_worker_host_holds_the_documented_connections(tmp_path: Path) -> None:
     # Connections of an earlier test's processes may take a moment to close.
     wait_until(lambda: worker_connections() == 0, message="no connections before the worker")
     expected = 2 * 2 + 1 + 1
-    with running_worker(tmp_path, "--concurrency", "2"):
+    with running_worker(tmp_path, "--concurrency", "2") as worker:
         # Slow enough that both executors run handlers that use the ORM.
         basic.sleep_then_record.enqueue_many([((f"k{i}", 0.05), {}) for i in range(20)])
         wait_until(lambda: len(side_effect_counts()) == 20)
-        wait_until(lambda: worker_connections() == expected, message=f"{expected} connections")
-        assert worker_connections() == expected
+        wait_until(lambda: connections_of(worker) == expected, message=f"{expected} connections")
+        assert connections_of(worker) == expected

@@ -58,7 +58,7 @@ except RuntimeError:
 ids += [str(r.id) for r in basic.record.enqueue_many([((f"bulk-{i}",), {}) for i in range(300)])]
 dead = str(basic.fail_value_error.enqueue().id)
 # Runs three times longer than its one-second lease: alive on heartbeats.
-long = str(resilience.outlive_lease.enqueue("long", 3.0).id)
+long = str(resilience.outlive_lease.enqueue("long", 2.5).id)
 print(json.dumps({"ids": ids, "dead": dead, "long": long}))
 """
 
@@ -75,6 +75,8 @@ def test_the_engine_works_through_pgbouncer_and_leaves_no_session_state(
         wait_until(lambda: all_in_state(ids, "succeeded"), timeout=30, message="jobs through the pooler")
         wait_until(lambda: job(enqueued["dead"]).state == "dead", message="the failing job")
         wait_until(lambda: job(long_job).state == "succeeded", timeout=20, message="the long job")
+        # Pooled without JOBS_LISTEN_URL: no LISTEN anywhere, the worker polls.
+        assert listener_pids() == []
         worker.signal(signal.SIGTERM)
         assert worker.wait() == 0
     counts = side_effect_counts()
@@ -163,33 +165,25 @@ def test_schedulers_behind_pgbouncer_fire_each_slot_once(tmp_path: Path, pooled:
 def server_pids(pgbouncer: PgBouncer) -> set[int]:
     """Backend pids of PgBouncer's server connections to the test database."""
     rows = pgbouncer.admin("SHOW SERVERS")
-    # SHOW SERVERS: type, user, database, state, ..., remote_pid (column 12 in 1.18).
-    return {int(row[11]) for row in rows if row[2] == connection.settings_dict["NAME"]}
+    return {int(row["remote_pid"]) for row in rows if row["database"] == connection.settings_dict["NAME"]}
 
 
-def test_listen_goes_to_the_direct_connection_or_nowhere(
+def listener_pids() -> list[int]:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pid FROM pg_stat_activity"
+            " WHERE datname = current_database() AND application_name = 'jobs-listener'"
+        )
+        return [row[0] for row in cursor.fetchall()]
+
+
+def test_listen_goes_to_the_direct_connection(
     tmp_path: Path, pooled: dict[str, str], pgbouncer: PgBouncer
 ) -> None:
     from tests.tasks import basic
 
     direct = subprocess_env()["DATABASE_URL"]
-    listeners = (
-        "SELECT pid FROM pg_stat_activity"
-        " WHERE datname = current_database() AND application_name = 'jobs-listener'"
-    )
-    with running_worker(tmp_path, "--concurrency", "1", name="poll-only", **pooled):
-        basic.record.enqueue("polled")
-        wait_until(lambda: side_effect_counts().get("polled"))
-        with connection.cursor() as cursor:
-            cursor.execute(listeners)
-            assert cursor.fetchall() == []
     with running_worker(tmp_path, "--concurrency", "1", name="listening", JOBS_LISTEN_URL=direct, **pooled):
-
-        def listener_pids() -> list[int]:
-            with connection.cursor() as cursor:
-                cursor.execute(listeners)
-                return [row[0] for row in cursor.fetchall()]
-
         pids = wait_until(listener_pids, message="a listener on the direct connection")
         assert not set(pids) & server_pids(pgbouncer)
         basic.record.enqueue("woken")
