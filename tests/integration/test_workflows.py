@@ -172,3 +172,13 @@ def test_plain_jobs_do_not_touch_workflow_tables() -> None:
     with connection.cursor() as cursor:
         cursor.execute("SELECT count(*) FROM jobs_workflow")
         assert cursor.fetchone()[0] == 0
+
+
+def test_a_wide_chord_joins_once_with_every_result_in_order() -> None:
+    members = 1000
+    run = chord(group(*(step(t.add, i, 1) for i in range(members))), step(t.collect, "wide")).enqueue()
+    assert Job.objects.filter(state="queued").count() == members
+    drive(run, limit=100)
+    assert run.status == "succeeded"
+    assert run.result == {"label": "wide", "values": list(range(1, members + 1))}
+    assert Job.objects.filter(task_path__endswith=".collect").count() == 1
