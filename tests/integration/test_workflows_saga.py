@@ -171,3 +171,22 @@ def test_pruning_keeps_the_steps_of_workflows_under_way() -> None:
     assert not Job.objects.filter(id=pruned).exists()
     assert under_way.signal("later", 9) == "delivered"
     assert under_way.refresh().result == [2, 9]
+
+
+def test_finished_workflows_are_pruned_after_their_retention() -> None:
+    from datetime import timedelta
+
+    from jobs.models import Workflow as Row
+    from jobs.models import WorkflowNode
+    from jobs.store.workflows import prune_workflows
+
+    finished = chain(step(t.add, 1, 1)).enqueue()
+    waiting = chain(wait_signal("x")).enqueue()
+    drive(finished)
+    finished.signal("late", 1)
+    retention = {"succeeded": 86400, "failed": 86400, "cancelled": 86400}
+    with connection.cursor() as cursor:
+        assert prune_workflows(cursor, retention=retention, now=clock() + timedelta(hours=1)) == 0
+        assert prune_workflows(cursor, retention=retention, now=clock() + timedelta(days=2)) == 1
+    assert list(Row.objects.values_list("id", flat=True)) == [waiting.id]
+    assert not WorkflowNode.objects.filter(workflow_id=finished.id).exists()
