@@ -147,7 +147,8 @@ def prune_workflows(
                 WITH old AS (
                     SELECT id FROM jobs_workflow
                     WHERE status = %(status)s
-                      AND finished_at < coalesce(%(now)s, statement_timestamp()) - %(seconds)s * interval '1 second'
+                      AND finished_at < coalesce(%(now)s, statement_timestamp())
+                                        - %(seconds)s * interval '1 second'
                     LIMIT %(batch)s
                 ), nodes AS (
                     DELETE FROM jobs_workflow_node WHERE workflow_id IN (SELECT id FROM old)
