@@ -441,6 +441,19 @@ BEGIN
                                                  AND state IN ('running', 'succeeded', 'failed')) THEN
         RETURN 'compensations have run';
     END IF;
+    -- A group being reopened brings back the plain steps its failure cancelled, not the
+    -- chains or groups inside it (their input is gone): refuse rather than hang.
+    IF EXISTS (
+        WITH RECURSIVE up AS (
+            SELECT id, parent, kind, state FROM jobs_workflow_node WHERE id = j.workflow_node
+            UNION ALL
+            SELECT n.id, n.parent, n.kind, n.state FROM jobs_workflow_node n JOIN up ON n.id = up.parent
+        )
+        SELECT 1 FROM up JOIN jobs_workflow_node c ON c.parent = up.id
+        WHERE up.kind = 'group' AND up.state <> 'running' AND c.state = 'cancelled'
+    ) THEN
+        RETURN 'a chain or group inside its failed group was cancelled; retrying one step cannot bring it back';
+    END IF;
     -- Reopen the nodes above the step, from it up to the first one still running.
     at_node := j.workflow_node;
     WHILE at_node IS NOT NULL LOOP
