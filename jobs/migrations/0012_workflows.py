@@ -341,7 +341,8 @@ BEGIN
     VALUES (p_workflow, p_name, p_payload, statement_timestamp())
     RETURNING id INTO sig;
     IF wf_status <> 'running' THEN
-        RETURN 'kept';
+        -- Recorded, but no wait of a finished (or failing) workflow will take it.
+        RETURN 'ignored';
     END IF;
     SELECT id INTO waiting FROM jobs_workflow_node
     WHERE workflow_id = p_workflow AND kind = 'signal' AND signal_name = p_name AND state = 'running'

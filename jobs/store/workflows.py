@@ -105,7 +105,8 @@ def insert_workflow(
 
 def send_signal(cursor: Any, *, workflow_id: uuid.UUID | str, name: str, payload: Any) -> str | None:
     """Deliver a signal to the workflow's wait for ``name``, or keep it for when the wait is
-    reached: 'delivered' or 'kept'; None if there is no such workflow."""
+    reached: 'delivered' or 'kept' ('ignored' when the workflow is no longer running: it is
+    recorded all the same); None if there is no such workflow."""
     cursor.execute("SELECT jobs_wf_signal(%s, %s, %s::jsonb)", [workflow_id, name, json.dumps(payload)])
     row = cursor.fetchone()
     return row[0] if row else None
