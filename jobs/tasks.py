@@ -9,15 +9,30 @@ from .states import State
 
 @task(priority=-50)
 def prune_jobs() -> int:
-    """Delete finished jobs past their state's retention (JOBS["RETENTION_*"])."""
+    """Delete finished jobs past their state's retention (JOBS["RETENTION_*"]), and finished
+    workflows past the same (failed ones as long as dead jobs). Returns rows deleted."""
+    from django.db import connection
+
+    from .store.workflows import prune_workflows
+
     conf = jobs_settings()
-    return store.prune(
+    jobs = store.prune(
         retention={
             State.SUCCEEDED: conf.RETENTION_SUCCEEDED,
             State.DEAD: conf.RETENTION_DEAD,
             State.CANCELLED: conf.RETENTION_CANCELLED,
         }
     )
+    with connection.cursor() as cursor:
+        workflows = prune_workflows(
+            cursor,
+            retention={
+                "succeeded": conf.RETENTION_SUCCEEDED,
+                "failed": conf.RETENTION_DEAD,
+                "cancelled": conf.RETENTION_CANCELLED,
+            },
+        )
+    return jobs + workflows
 
 
 @task(priority=-50)

@@ -341,7 +341,8 @@ BEGIN
     VALUES (p_workflow, p_name, p_payload, statement_timestamp())
     RETURNING id INTO sig;
     IF wf_status <> 'running' THEN
-        RETURN 'kept';
+        -- Recorded, but no wait of a finished (or failing) workflow will take it.
+        RETURN 'ignored';
     END IF;
     SELECT id INTO waiting FROM jobs_workflow_node
     WHERE workflow_id = p_workflow AND kind = 'signal' AND signal_name = p_name AND state = 'running'
@@ -440,6 +441,19 @@ BEGIN
     IF EXISTS (SELECT 1 FROM jobs_workflow_node WHERE workflow_id = wf.id AND kind = 'compensation'
                                                  AND state IN ('running', 'succeeded', 'failed')) THEN
         RETURN 'compensations have run';
+    END IF;
+    -- A group being reopened brings back the plain steps its failure cancelled, not the
+    -- chains or groups inside it (their input is gone): refuse rather than hang.
+    IF EXISTS (
+        WITH RECURSIVE up AS (
+            SELECT id, parent, kind, state FROM jobs_workflow_node WHERE id = j.workflow_node
+            UNION ALL
+            SELECT n.id, n.parent, n.kind, n.state FROM jobs_workflow_node n JOIN up ON n.id = up.parent
+        )
+        SELECT 1 FROM up JOIN jobs_workflow_node c ON c.parent = up.id
+        WHERE up.kind = 'group' AND up.state <> 'running' AND c.state = 'cancelled'
+    ) THEN
+        RETURN 'a chain or group inside its failed group was cancelled; retrying one step cannot bring it back';
     END IF;
     -- Reopen the nodes above the step, from it up to the first one still running.
     at_node := j.workflow_node;

@@ -9,7 +9,9 @@ sleeping (invariant 6).
 
 Three modules by caller: ``enqueue`` (producers: INSERT or COPY on the caller's
 connection), ``claims`` (workers: claim, record outcomes, heartbeat, release, reap,
-promote), and ``operator`` (the console and tools: cancel, discard, replay, run now, prune).
+promote), and ``operator`` (the console and tools: cancel, discard, replay, run now, prune);
+and ``workflows`` (jobs.workflows: insert a workflow's rows, signal, cancel, time out waits,
+retry a step), whose advancing happens in the database functions of migration 0012.
 """
 
 from .claims import (

@@ -105,7 +105,8 @@ def insert_workflow(
 
 def send_signal(cursor: Any, *, workflow_id: uuid.UUID | str, name: str, payload: Any) -> str | None:
     """Deliver a signal to the workflow's wait for ``name``, or keep it for when the wait is
-    reached: 'delivered' or 'kept'; None if there is no such workflow."""
+    reached: 'delivered' or 'kept' ('ignored' when the workflow is no longer running: it is
+    recorded all the same); None if there is no such workflow."""
     cursor.execute("SELECT jobs_wf_signal(%s, %s, %s::jsonb)", [workflow_id, name, json.dumps(payload)])
     row = cursor.fetchone()
     return row[0] if row else None
@@ -131,3 +132,35 @@ def retry_step(cursor: Any, *, job_id: uuid.UUID | str) -> str:
     Returns 'retried' or why not."""
     cursor.execute("SELECT jobs_wf_retry(%s)", [job_id])
     return str(cursor.fetchone()[0])
+
+
+def prune_workflows(
+    cursor: Any, *, retention: dict[str, float], now: datetime | None = None, batch: int = 1000
+) -> int:
+    """Delete finished workflows (their nodes and signals with them) older than the
+    retention of their status (seconds). Their steps' job rows go by the jobs' own retention.
+    Returns how many workflows were deleted."""
+    deleted = 0
+    for status, seconds in retention.items():
+        while True:
+            cursor.execute(
+                """
+                WITH old AS (
+                    SELECT id FROM jobs_workflow
+                    WHERE status = %(status)s
+                      AND finished_at < coalesce(%(now)s, statement_timestamp())
+                                        - %(seconds)s * interval '1 second'
+                    LIMIT %(batch)s
+                ), nodes AS (
+                    DELETE FROM jobs_workflow_node WHERE workflow_id IN (SELECT id FROM old)
+                ), signals AS (
+                    DELETE FROM jobs_workflow_signal WHERE workflow_id IN (SELECT id FROM old)
+                )
+                DELETE FROM jobs_workflow WHERE id IN (SELECT id FROM old)
+                """,
+                {"status": status, "now": now, "seconds": seconds, "batch": batch},
+            )
+            deleted += cursor.rowcount
+            if cursor.rowcount < batch:
+                break
+    return deleted

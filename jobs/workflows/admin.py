@@ -9,6 +9,7 @@ import uuid
 from typing import Any
 
 from django.contrib import admin, messages
+from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
@@ -55,12 +56,15 @@ class WorkflowAdmin(admin.ModelAdmin):
     def error_line(self, obj: WorkflowRow) -> str:
         return obj.error[:80] or "-"
 
-    @admin.action(description="Cancel selected running workflows")
+    @admin.action(description="Cancel selected running workflows", permissions=["act"])
     def cancel_workflows(self, request: HttpRequest, queryset: QuerySet[WorkflowRow]) -> None:
         done = sum(
             cancel(workflow_id) == "cancelled" for workflow_id in queryset.values_list("id", flat=True)
         )
         self.message_user(request, f"Cancelled {done} workflow(s).", messages.SUCCESS)
+
+    def has_act_permission(self, request: HttpRequest) -> bool:
+        return _may_act(request)
 
     def changelist_view(
         self, request: HttpRequest, extra_context: dict[str, Any] | None = None
@@ -87,6 +91,8 @@ class WorkflowAdmin(admin.ModelAdmin):
         form_url: str = "",
         extra_context: dict[str, Any] | None = None,
     ) -> HttpResponse:
+        if not self.has_view_permission(request):
+            raise PermissionDenied
         row = get_object_or_404(WorkflowRow, id=_uuid_or_404(object_id))
         run = Workflow(row.id)
         nodes = run.nodes
@@ -112,12 +118,14 @@ class WorkflowAdmin(admin.ModelAdmin):
             "steps_total": len(steps),
             "failed_steps": failed[:20],
             "waits": waits,
+            "can_act": _may_act(request),
             "can_cancel": run.status in ("running", "compensating"),
             "wf_style": STYLE,
         }
         return TemplateResponse(request, "admin/jobs/workflow/detail.html", context)
 
     def cancel_view(self, request: HttpRequest, workflow_id: uuid.UUID) -> HttpResponse:
+        _check_may_act(request)
         if request.method == "POST":
             status = _act(request, lambda: cancel(workflow_id))
             if status:
@@ -125,6 +133,7 @@ class WorkflowAdmin(admin.ModelAdmin):
         return _back(workflow_id)
 
     def signal_view(self, request: HttpRequest, workflow_id: uuid.UUID) -> HttpResponse:
+        _check_may_act(request)
         if request.method == "POST":
             name = request.POST.get("name", "").strip()
             raw = request.POST.get("payload", "").strip()
@@ -141,6 +150,7 @@ class WorkflowAdmin(admin.ModelAdmin):
         return _back(workflow_id)
 
     def retry_view(self, request: HttpRequest, workflow_id: uuid.UUID, job_id: uuid.UUID) -> HttpResponse:
+        _check_may_act(request)
         if request.method == "POST":
             outcome = _act(request, lambda: retry_step(job_id))
             if outcome == "retried":
@@ -148,6 +158,16 @@ class WorkflowAdmin(admin.ModelAdmin):
             elif outcome:
                 messages.warning(request, f"Not retried: {outcome}.")
         return _back(workflow_id)
+
+
+def _may_act(request: HttpRequest) -> bool:
+    """Cancel, signal and retry change what runs: they need the right to change jobs."""
+    return bool(request.user.has_perm("jobs.change_job"))
+
+
+def _check_may_act(request: HttpRequest) -> None:
+    if not _may_act(request):
+        raise PermissionDenied
 
 
 def _shown(node: Any) -> str:

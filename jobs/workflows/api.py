@@ -1,8 +1,9 @@
 """``POST /api/workflows/<id>/signals/<name>``: send a workflow a signal over HTTP.
 
 Staff sessions (with the CSRF token) or ``Authorization: Bearer <JOBS_WORKFLOW_SIGNAL_TOKEN>``.
-The body is the payload, as JSON (empty: null). 202 once the signal is delivered or kept for a
-wait not reached yet; 404 for an unknown workflow; 400 for a body that is not JSON.
+The body is the payload, as JSON (empty: null). 202 with the outcome: "delivered", "kept" for a
+wait not reached yet, or "ignored" (recorded; the workflow is no longer running); 404 for an
+unknown workflow; 400 for a body that is not JSON.
 """
 
 from __future__ import annotations

@@ -157,8 +157,8 @@ def _draw(box: _Box, x: float, y: float, parts: list[str], job_url: Callable[[uu
             _step(parts, cx, cy, f"… {box.hidden} more", view.state, None, job_url)
     elif view.kind == "signal":
         waiting = view.state == "running"
-        until = f" until {view.deadline:%m-%d %H:%M}" if waiting and view.deadline else ""
-        shown = f"waiting{until}" if waiting else view.state
+        until = f"waiting, until {view.deadline:%H:%M}" if view.deadline else "waiting"
+        shown = until if waiting else view.state
         _step(parts, x, y, f"wait: {view.label}", view.state, None, job_url, dashed=True, state_text=shown)
     else:
         _step(parts, x, y, view.label.rsplit(".", 1)[-1], view.state, view.job_id, job_url,

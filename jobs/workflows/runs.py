@@ -129,8 +129,9 @@ def send_signal(
     workflow_id: uuid.UUID | str, name: str, payload: Any = None, *, database: str = "default"
 ) -> str:
     """Deliver ``payload`` to the workflow's wait for ``name`` (it becomes the wait's result
-    and the workflow goes on), or keep it until the wait is reached. Returns 'delivered' or
-    'kept'; WorkflowNotFound if there is no such workflow."""
+    and the workflow goes on), or keep it until the wait is reached. Returns 'delivered',
+    'kept' or 'ignored' (the workflow is no longer running); WorkflowNotFound if there is no
+    such workflow."""
     if not (isinstance(name, str) and 0 < len(name) <= 200):
         raise InvalidCanvas(f"a signal name is a string of 1 to 200 characters, not {name!r}")
     dump_payload("signal payload", [payload])

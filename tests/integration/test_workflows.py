@@ -172,3 +172,29 @@ def test_plain_jobs_do_not_touch_workflow_tables() -> None:
     with connection.cursor() as cursor:
         cursor.execute("SELECT count(*) FROM jobs_workflow")
         assert cursor.fetchone()[0] == 0
+
+
+def test_a_wide_chord_joins_once_with_every_result_in_order() -> None:
+    members = 1000
+    run = chord(group(*(step(t.add, i, 1) for i in range(members))), step(t.collect, "wide")).enqueue()
+    assert Job.objects.filter(state="queued").count() == members
+    drive(run, limit=100)
+    assert run.status == "succeeded"
+    assert run.result == {"label": "wide", "values": list(range(1, members + 1))}
+    assert Job.objects.filter(task_path__endswith=".collect").count() == 1
+
+
+def test_steps_under_a_concurrency_limit_wait_their_turn_inside_a_group() -> None:
+    from jobs.limits import registry
+    from jobs.models import LimitState
+    from tests.tasks import limited
+
+    registry.forget()
+    run = group(*(step(limited.two_at_a_time, f"c{i}") for i in range(4))).enqueue()
+    decisions = [row["state"] for row in factories.run_due(now=clock(), limit=10)]
+    assert len(decisions) == 2, "two start, the others wait for a slot without using an attempt"
+    assert LimitState.objects.filter(limit_name="task:tests.tasks.limited.two_at_a_time").exists()
+    drive(run)
+    assert run.status == "succeeded"
+    assert run.result == [None] * 4
+    assert sorted(effects()) == ["c0", "c1", "c2", "c3"]

@@ -193,3 +193,21 @@ def test_the_console_actions_send_a_signal_retry_a_step_and_cancel(staff: Client
     staff.post(reverse("admin:jobs_workflow_cancel", args=[other.id]), csrf)
     assert other.refresh().status == "cancelled"
     assert factories.run_due(now=clock()) == []
+
+
+def test_the_console_needs_view_permission_to_look_and_change_permission_to_act() -> None:
+    from django.contrib.auth.models import Permission
+
+    run = chain(wait_signal("go"), step(t.collect)).enqueue()
+    user = get_user_model().objects.create_user("viewer", "v@example.com", "pw", is_staff=True)
+    client = Client()
+    client.force_login(user)
+    detail = reverse("admin:jobs_workflow_change", args=[run.id])
+    assert client.get(detail).status_code == 403
+    user.user_permissions.add(Permission.objects.get(codename="view_workflow"))
+    page = client.get(detail)
+    assert page.status_code == 200
+    assert "Send signal" not in page.content.decode()
+    refused = client.post(reverse("admin:jobs_workflow_cancel", args=[run.id]))
+    assert refused.status_code == 403
+    assert run.refresh().status == "running"

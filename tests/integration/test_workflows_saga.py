@@ -171,3 +171,36 @@ def test_pruning_keeps_the_steps_of_workflows_under_way() -> None:
     assert not Job.objects.filter(id=pruned).exists()
     assert under_way.signal("later", 9) == "delivered"
     assert under_way.refresh().result == [2, 9]
+
+
+def test_finished_workflows_are_pruned_after_their_retention() -> None:
+    from datetime import timedelta
+
+    from jobs.models import Workflow as Row
+    from jobs.models import WorkflowNode
+    from jobs.store.workflows import prune_workflows
+
+    finished = chain(step(t.add, 1, 1)).enqueue()
+    waiting = chain(wait_signal("x")).enqueue()
+    drive(finished)
+    finished.signal("late", 1)
+    retention = {"succeeded": 86400, "failed": 86400, "cancelled": 86400}
+    with connection.cursor() as cursor:
+        assert prune_workflows(cursor, retention=retention, now=clock() + timedelta(hours=1)) == 0
+        assert prune_workflows(cursor, retention=retention, now=clock() + timedelta(days=2)) == 1
+    assert list(Row.objects.values_list("id", flat=True)) == [waiting.id]
+    assert not WorkflowNode.objects.filter(workflow_id=finished.id).exists()
+
+
+def test_retry_is_refused_when_the_failure_cancelled_a_chain_inside_the_group() -> None:
+    run = group(
+        step(t.flaky, 1, "g", 1).using(max_attempts=1), chain(step(t.add, 1, 1), step(t.add, 1))
+    ).enqueue()
+    ids = [n.job_id for n in run.steps()]
+    Job.objects.filter(id__in=ids[1:]).update(priority=-5)
+    factories.run_due(now=clock(), limit=1)
+    assert run.refresh().status == "failed"
+    outcome = retry_step(ids[0])
+    assert outcome.startswith("a chain or group inside its failed group was cancelled")
+    assert run.refresh().status == "failed"
+    assert Job.objects.get(id=ids[0]).state == "dead"

@@ -78,7 +78,7 @@ def test_a_wait_times_out_when_the_clock_passes_its_deadline() -> None:
     assert run.error == "timeout: no 'approval' signal within 86400 s"
     assert [n.state for n in run.steps()] == ["cancelled"]
     # A signal after the timeout is recorded and changes nothing.
-    assert run.signal("approval", True) == "kept"
+    assert run.signal("approval", True) == "ignored"
     assert run.refresh().status == "failed"
     assert effects() == []
 

@@ -39,7 +39,7 @@ def drive(run: Workflow, *, now: datetime | None = None, limit: int = 200) -> da
     due, until the workflow finishes or nothing is left to run. Returns the clock."""
     now = now or clock()
     for _ in range(limit):
-        if factories.run_due(now=now, limit=50):
+        if factories.run_due(now=now, limit=200):
             continue
         if run.refresh().finished:
             return now
