@@ -160,7 +160,7 @@ def task_paths(limit: int = 200) -> list[str]:
             )
             SELECT task_path FROM paths WHERE task_path IS NOT NULL
             UNION
-            SELECT DISTINCT task_path FROM jobs_throughput
+            SELECT task_path FROM jobs_throughput
             ORDER BY 1
             """,
             [limit],
