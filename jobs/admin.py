@@ -74,48 +74,13 @@ class JobAdmin(admin.ModelAdmin):
     actions = ("replay_jobs", "cancel_jobs", "run_jobs_now", "discard_jobs")
     change_form_template = "admin/jobs/job/change_form.html"
     fieldsets = (
-        (
-            None,
-            {
-                "fields": (
-                    "id",
-                    "task_path",
-                    "queue_name",
-                    "priority",
-                    "state_shown",
-                    "trace_id",
-                    "dedupe_key",
-                )
-            },
-        ),
-        ("Links", {"fields": ("links",)}),
-        (
-            "Attempts",
-            {"fields": ("attempt", "max_attempts", "last_error", "attempt_history", "payload_history")},
-        ),
-        (
-            "Timing and lease",
-            {
-                "fields": (
-                    "created_at",
-                    "run_at",
-                    "started_at",
-                    "last_attempted_at",
-                    "finished_at",
-                    "lease_expires_at",
-                    "worker_id",
-                    "owner_worker",
-                    "timeout",
-                    "lease_seconds",
-                    "expires_at",
-                )
-            },
-        ),
-        ("Limit", {"fields": ("limit_name", "limit_key", "limit_wait")}),
+        (None, {"fields": ("job", "state_shown", "links")}),
+        ("Attempts", {"fields": ("attempt_history", "payload_history")}),
+        ("Timing and lease", {"fields": ("timing",)}),
         ("Payload and result", {"fields": ("args_pretty", "kwargs_pretty", "result_pretty")}),
     )
     readonly_fields = (
-        "state_shown", "links", "attempt_history", "payload_history", "owner_worker",
+        "job", "state_shown", "links", "attempt_history", "payload_history", "timing",
         "args_pretty", "kwargs_pretty", "result_pretty",
     )  # fmt: skip
 
@@ -251,7 +216,36 @@ class JobAdmin(admin.ModelAdmin):
 
     @admin.display(description="state")
     def state_shown(self, job: Job) -> str:
-        return console.console_state(job)
+        shown = console.console_state(job)
+        limit = f" (limit key {job.limit_key!r})" if job.limit_wait and job.limit_key else ""
+        return format_html(
+            "<span class='job-state job-state-{}'>{}</span>{} · attempt {} of {}",
+            job.state, shown, limit, job.attempt, job.max_attempts,
+        )  # fmt: skip
+
+    @admin.display(description="job")
+    def job(self, job: Job) -> str:
+        rows = [
+            ("id", str(job.id)), ("task", job.task_path), ("queue", job.queue_name),
+            ("priority", str(job.priority)), ("trace id", job.trace_id or "-"),
+            ("dedupe key", job.dedupe_key or "-"),
+            ("limit", f"{job.limit_name} key {job.limit_key or '-'}" if job.limit_name else "-"),
+        ]  # fmt: skip
+        return _table(rows)
+
+    @admin.display(description="times")
+    def timing(self, job: Job) -> str:
+        rows = [
+            ("created", console.moment(job.created_at)), ("run at", console.moment(job.run_at)),
+            ("first started", console.moment(job.started_at)),
+            ("last attempt began", console.moment(job.last_attempted_at)),
+            ("finished", console.moment(job.finished_at)),
+            ("not started after", console.moment(job.expires_at)),
+            ("lease until", console.moment(job.lease_expires_at)), ("held by", self.owner_worker(job)),
+            ("time limit", f"{job.timeout:g} s" if job.timeout else "worker default"),
+            ("lease", f"{job.lease_seconds:g} s" if job.lease_seconds else "worker default"),
+        ]  # fmt: skip
+        return _table(rows)
 
     @admin.display(description="worker")
     def owner_worker(self, job: Job) -> str:
@@ -502,6 +496,7 @@ class JobAdmin(admin.ModelAdmin):
         action: str,
         states: list[State],
         verb: str,
+        ask: str,
         apply: Callable[[Job], None],
     ) -> HttpResponse | None:
         """Confirm first when more than one job matches (saying how many, up to the cap),
@@ -512,9 +507,9 @@ class JobAdmin(admin.ModelAdmin):
             context = {
                 **self.admin_site.each_context(request),
                 "opts": self.opts,
-                "title": f"{verb} {min(matching, BULK_CAP)} job(s)?",
+                "title": f"{ask} {min(matching, BULK_CAP)} job(s)?",
                 "action": action,
-                "verb": verb,
+                "verb": ask,
                 "matching": min(matching, BULK_CAP),
                 "capped": matching > BULK_CAP,
                 "cap": BULK_CAP,
@@ -550,17 +545,18 @@ class JobAdmin(admin.ModelAdmin):
     @admin.action(description="Replay selected dead, cancelled or expired jobs", permissions=["replay"])
     def replay_jobs(self, request: HttpRequest, queryset: QuerySet[Job]) -> HttpResponse | None:
         return self._bulk(request, queryset, action="replay_jobs", states=REPLAYABLE, verb="Replayed",
-                          apply=lambda job: store.replay(job.id))  # fmt: skip
+                          ask="Replay", apply=lambda job: store.replay(job.id))  # fmt: skip
 
     @admin.action(description="Cancel selected scheduled, queued or running jobs", permissions=["cancel"])
     def cancel_jobs(self, request: HttpRequest, queryset: QuerySet[Job]) -> HttpResponse | None:
         return self._bulk(request, queryset, action="cancel_jobs", states=CANCELLABLE, verb="Cancelled",
-                          apply=lambda job: store.cancel(job.id))  # fmt: skip
+                          ask="Cancel", apply=lambda job: store.cancel(job.id))  # fmt: skip
 
     @admin.action(description="Run selected scheduled jobs now", permissions=["run_now"])
     def run_jobs_now(self, request: HttpRequest, queryset: QuerySet[Job]) -> HttpResponse | None:
         return self._bulk(request, queryset, action="run_jobs_now", states=[State.SCHEDULED, State.QUEUED],
-                          verb="Made due", apply=lambda job: store.run_now(job.id))  # fmt: skip
+                          verb="Made due", ask="Run now",
+                          apply=lambda job: store.run_now(job.id))  # fmt: skip
 
     @admin.action(description="Discard (delete) selected finished jobs", permissions=["delete"])
     def discard_jobs(self, request: HttpRequest, queryset: QuerySet[Job]) -> HttpResponse | None:
@@ -570,7 +566,13 @@ class JobAdmin(admin.ModelAdmin):
                 raise JobsError(f"job {job.id} is no longer finished; kept")
 
         return self._bulk(request, queryset, action="discard_jobs", states=list(FINISHED_STATES),
-                          verb="Discarded", apply=delete)  # fmt: skip
+                          verb="Discarded", ask="Discard", apply=delete)  # fmt: skip
+
+
+def _table(rows: list[tuple[str, str]]) -> str:
+    return format_html(
+        "<table class='job-facts'>{}</table>", format_html_join("", "<tr><th>{}</th><td>{}</td></tr>", rows)
+    )
 
 
 def _user_id(request: HttpRequest) -> Any:
