@@ -111,28 +111,32 @@ def oldest_due_ages(queues: list[str], *, now: datetime | None = None) -> dict[s
 def throughput(
     *, since: timedelta, step_minutes: int = 1, now: datetime | None = None
 ) -> list[tuple[datetime, int, int]]:
-    """(minute, succeeded, failed) for every ``step_minutes`` over the last ``since``,
-    oldest first, gaps filled with zeros."""
+    """(slot, succeeded, failed) for every ``step_minutes`` over the last ``since``, oldest
+    first, each slot labelled by its first minute, gaps filled with zeros: one range scan
+    of the minute index, summed per slot."""
+    step = timedelta(minutes=step_minutes)
     with connection.cursor() as cursor:
+        cursor.execute("SELECT date_trunc('minute', coalesce(%s, statement_timestamp()))", [now])
+        last = cursor.fetchone()[0]
+        first = last - since + step
         cursor.execute(
             """
-            WITH bounds AS (
-                SELECT date_trunc('minute', coalesce(%(now)s, statement_timestamp())) AS last,
-                       %(step)s * interval '1 minute' AS step
-            ), slots AS (
-                SELECT generate_series(b.last - %(since)s * interval '1 second' + b.step, b.last, b.step)
-                       AS slot
-                FROM bounds b
-            )
-            SELECT s.slot, coalesce(sum(t.succeeded), 0), coalesce(sum(t.failed), 0)
-            FROM slots s
-            LEFT JOIN jobs_throughput t
-              ON t.minute > s.slot - (SELECT step FROM bounds) AND t.minute <= s.slot
-            GROUP BY s.slot ORDER BY s.slot
+            SELECT date_bin(%(step)s * interval '1 minute', minute, %(origin)s) AS slot,
+                   sum(succeeded), sum(failed)
+            FROM jobs_throughput
+            WHERE minute >= %(origin)s AND minute <= %(last)s
+            GROUP BY slot
             """,
-            {"now": now, "since": since.total_seconds(), "step": step_minutes},
+            {"step": step_minutes, "origin": first, "last": last},
         )
-        return [(slot, int(ok), int(failed)) for slot, ok, failed in cursor.fetchall()]
+        found = {slot: (int(ok), int(failed)) for slot, ok, failed in cursor.fetchall()}
+    slots = []
+    slot = first
+    while slot <= last:
+        ok, failed = found.get(slot, (0, 0))
+        slots.append((slot, ok, failed))
+        slot += step
+    return slots
 
 
 def top_failing(*, since: timedelta, limit: int = 5, now: datetime | None = None) -> list[dict[str, Any]]:
