@@ -70,6 +70,8 @@ class JobAdmin(admin.ModelAdmin):
     search_help_text = "Job id, trace id, dedupe key, or text of the last error (3+ characters)."
     ordering = ("-id",)
     list_per_page = 50
+    # "Show all" would load every row the (estimated) count hides.
+    list_max_show_all = 0
     show_full_result_count = False
     actions = ("replay_jobs", "cancel_jobs", "run_jobs_now", "discard_jobs")
     change_form_template = "admin/jobs/job/change_form.html"

@@ -202,6 +202,13 @@ class Job(models.Model):
                 name="jobs_job_console_task",
                 condition=models.Q(state__in=FINISHED_STATES),
             ),
+            # The console's "retrying" filter: only rows waiting after a failed attempt, so
+            # a job that succeeds first time never writes it.
+            models.Index(
+                fields=["id"],
+                name="jobs_job_console_retrying",
+                condition=models.Q(state__in=[State.QUEUED, State.SCHEDULED], attempt__gt=0),
+            ),
             # The console's search indexes (trace id, dedupe key, error text by trigram) are
             # expression or operator-class indexes made in migration 0011_console.
         ]
