@@ -3,12 +3,15 @@ from django.urls import include, path
 
 from accounts import api as accounts_api
 from accounts import views as accounts_views
+from jobs import dashboard as jobs_dashboard
 from jobs.metrics import metrics_view
 from notifications.email import api as email_api
 
 urlpatterns = [
     path("", accounts_views.home, name="home"),
     path("accounts/", include("accounts.urls")),
+    # The console's dashboard lives with the jobs in the admin (before the admin's own routes).
+    path("admin/jobs/dashboard/", admin.site.admin_view(jobs_dashboard.view), name="jobs-dashboard"),
     path("admin/", admin.site.urls),
     # Prometheus, with the bearer METRICS_TOKEN (404 while it is unset).
     path("metrics", metrics_view, name="metrics"),

@@ -531,3 +531,16 @@ def resolve_task(task_path: str) -> Task:
     if not isinstance(task, Task):
         raise UnknownTask(f"{task_path!r} is not a task (decorate it with @task)")
     return task
+
+
+def check_payload(task_path: str, args: Any, kwargs: Any) -> None:
+    """Raise InvalidPayload (or UnknownTask) unless ``args`` and ``kwargs`` would be accepted
+    by an enqueue of the task at ``task_path``: the same checks, nothing written. The
+    console runs it before replaying a job with edited arguments."""
+    task = resolve_task(task_path)
+    backend = task.get_backend()
+    if not isinstance(backend, PostgresBackend):
+        raise InvalidPayload(f"{task_path} is not enqueued on the Postgres backend")
+    if not isinstance(args, list) or not isinstance(kwargs, dict):
+        raise InvalidPayload("args must be a JSON list and kwargs a JSON object")
+    backend._new_job(task, backend._template(task), args, kwargs)

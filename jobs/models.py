@@ -101,9 +101,20 @@ class Job(models.Model):
     # to and its place there. NULL for plain jobs, which the workflow trigger skips.
     workflow_node = models.UUIDField(null=True, blank=True)
     workflow_position = models.IntegerField(null=True, blank=True)
+    # Payloads an operator replaced when editing a dead job's arguments and replaying it,
+    # oldest first: {"at", "by", "args", "kwargs"} (the console shows them with the attempts).
+    edits = models.JSONField(default=list, db_default=models.Value([], models.JSONField()))
 
     class Meta:
         db_table = "jobs_job"
+        # The console's actions, one permission each (view and delete are Django's own).
+        permissions = [
+            ("replay_job", "Can replay dead, cancelled or expired jobs"),
+            ("edit_replay_job", "Can edit a dead job's arguments and replay it"),
+            ("cancel_job", "Can cancel jobs"),
+            ("run_job_now", "Can run scheduled jobs now"),
+            ("pause_queue", "Can pause and resume queues"),
+        ]
         constraints = [
             models.CheckConstraint(condition=models.Q(state__in=State.values), name="jobs_job_state_valid"),
             models.CheckConstraint(
@@ -182,6 +193,35 @@ class Job(models.Model):
                 name="jobs_job_finished",
                 condition=models.Q(state__in=FINISHED_STATES),
             ),
+            # The console's list of finished jobs (what a long-running system is mostly made
+            # of), newest first, by state, queue or task: ids are time-ordered, so the primary
+            # key serves the unfiltered list and time ranges. Only finished rows, so each job
+            # writes these once, when it finishes, not at every transition; unfinished jobs
+            # are listed through the partial indexes above (few, next to the finished ones).
+            models.Index(
+                fields=["state", "id"],
+                name="jobs_job_console_state",
+                condition=models.Q(state__in=FINISHED_STATES),
+            ),
+            models.Index(
+                fields=["queue_name", "id"],
+                name="jobs_job_console_queue",
+                condition=models.Q(state__in=FINISHED_STATES),
+            ),
+            models.Index(
+                fields=["task_path", "id"],
+                name="jobs_job_console_task",
+                condition=models.Q(state__in=FINISHED_STATES),
+            ),
+            # The console's "retrying" filter: only rows waiting after a failed attempt, so
+            # a job that succeeds first time never writes it.
+            models.Index(
+                fields=["id"],
+                name="jobs_job_console_retrying",
+                condition=models.Q(state__in=[State.QUEUED, State.SCHEDULED], attempt__gt=0),
+            ),
+            # The console's search indexes (trace id, dedupe key, error text by trigram) are
+            # expression or operator-class indexes made in migration 0011_console.
         ]
 
     def __str__(self) -> str:
@@ -594,3 +634,26 @@ class WorkflowSignal(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} -> {self.workflow_id}"
+
+
+# --- The console (jobs/admin.py, jobs/dashboard.py, jobs/stats.py) ------------------------
+
+
+class PausedQueue(models.Model):
+    """A queue no worker claims from while its row exists (jobs/sql/claim.sql leaves it
+    out); its jobs keep their places and are promoted as they come due."""
+
+    name = models.TextField(primary_key=True)
+    paused_at = models.DateTimeField(db_default=Now())
+    paused_by = models.TextField(blank=True, default="")
+
+    class Meta:
+        db_table = "jobs_paused_queue"
+
+    def __str__(self) -> str:
+        return self.name
+
+
+# The console's aggregates (tables jobs_queue_count and jobs_throughput) are kept by triggers
+# and read by jobs/stats.py in SQL; they are made in migration 0011_console, without a
+# primary key, so that appending to them costs the hot statements no index insert.

@@ -519,7 +519,7 @@ DROP FUNCTION IF EXISTS jobs_wf_job_finished(), jobs_wf_child_done(uuid, integer
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('jobs', '0010_limits'),
+        ('jobs', '0011_console'),
     ]
 
     operations = [

@@ -29,6 +29,9 @@
 --     it promotes and claims then). New jobs queue behind them.
 -- A waiting job uses no attempt and keeps its priority. Keys whose state row another
 -- claim holds this moment are left queued for the next claim.
+--
+-- A paused queue (a row in jobs_paused_queue, set from the console) is left out: its jobs
+-- stay queued, in place, until it is resumed.
 WITH candidates AS MATERIALIZED (
     SELECT c.id, c.priority, c.run_at, c.limit_name, c.limit_key, c.limit_reserved,
            coalesce(c.expires_at <= coalesce(%(now)s, statement_timestamp()), false) AS expired
@@ -43,6 +46,7 @@ WITH candidates AS MATERIALIZED (
         LIMIT q.quota
         FOR UPDATE SKIP LOCKED
     ) c
+    WHERE NOT EXISTS (SELECT 1 FROM jobs_paused_queue p WHERE p.name = q.name)
     LIMIT %(limit)s
 ), states AS MATERIALIZED (
     SELECT s.id AS state_id, s.limit_name, s.limit_key, s.tat, s.next_slot, s.running,

@@ -43,6 +43,7 @@ SET state = CASE WHEN d.unstarted THEN 'queued'
                   ELSE j.errors || jsonb_build_array(jsonb_build_object(
                       'attempt', j.attempt,
                       'at', coalesce(%(now)s, statement_timestamp()),
+                      'started_at', j.last_attempted_at,
                       'worker', j.worker_id,
                       'exception', 'jobs.exceptions.WorkerLost',
                       'message', coalesce('worker lost: ' || %(reason)s::text,

@@ -41,6 +41,7 @@ WITH marked AS (
         errors = CASE WHEN v.error IS NULL THEN j.errors
                       ELSE j.errors || jsonb_build_array(
                           v.error || jsonb_build_object('at', coalesce(%(now)s, statement_timestamp()),
+                                                        'started_at', j.last_attempted_at,
                                                         'attempt', j.attempt,
                                                         'worker', j.worker_id))
                  END,

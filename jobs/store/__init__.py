@@ -9,7 +9,8 @@ sleeping (invariant 6).
 
 Three modules by caller: ``enqueue`` (producers: INSERT or COPY on the caller's
 connection), ``claims`` (workers: claim, record outcomes, heartbeat, release, reap,
-promote), and ``operator`` (the console and tools: cancel, discard, replay, run now, prune);
+promote), and ``operator`` (the console and tools: cancel, discard, replay, run now, prune,
+pause and resume a queue);
 and ``workflows`` (jobs.workflows: insert a workflow's rows, signal, cancel, time out waits,
 retry a step), whose advancing happens in the database functions of migration 0012.
 """
@@ -30,11 +31,12 @@ from .claims import (
     release,
 )
 from .enqueue import COPY_THRESHOLD, NewJob, insert_jobs
-from .operator import cancel, discard, limit_changed, prune, replay, run_now
+from .operator import cancel, discard, limit_changed, pause_queue, prune, replay, resume_queue, run_now
 from .statements import NOTIFY_CHANNEL, sql
 
 __all__ = [
     "COPY_THRESHOLD", "NOTIFY_CHANNEL", "REAP_GRACE", "Claimed", "Due", "NewJob", "Reaped", "cancel",
     "cancelled_among", "claim", "discard", "extend_leases", "insert_jobs", "limit_changed", "next_due",
-    "promote", "prune", "reap", "reap_token", "record_outcomes", "release", "replay", "run_now", "sql",
+    "pause_queue", "promote", "prune", "reap", "reap_token", "record_outcomes", "release", "replay",
+    "resume_queue", "run_now", "sql",
 ]  # fmt: skip

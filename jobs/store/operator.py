@@ -7,35 +7,46 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
+from django.db.models import F, JSONField, Q, Value
+from django.db.models.expressions import CombinedExpression
 from django.db.models.functions import Now
 
 from ..exceptions import JobNotFound, TransitionNotAllowed
-from ..models import Job
+from ..models import Job, PausedQueue
 from ..states import State
 
+# No lease, or one that ran out: nobody may still be running the job.
+_NO_LIVE_LEASE = Q(lease_expires_at__isnull=True) | Q(lease_expires_at__lte=Now())
 
-def _guarded_update(job_id: uuid.UUID | str, allowed: Iterable[State], **values: Any) -> None:
+
+def _guarded_update(
+    job_id: uuid.UUID | str, allowed: Iterable[State], *, also: Q | None = None, **values: Any
+) -> None:
     allowed = list(allowed)
-    changed = Job.objects.filter(id=job_id, state__in=allowed).update(**values)
-    if changed:
+    rows = Job.objects.filter(id=job_id, state__in=allowed)
+    if also is not None:
+        rows = rows.filter(also)
+    if rows.update(**values):
         return
-    state = Job.objects.filter(id=job_id).values_list("state", flat=True).first()
-    if state is None:
+    found = Job.objects.filter(id=job_id).values_list("state", "lease_expires_at").first()
+    if found is None:
         raise JobNotFound(f"no job with id {job_id}")
+    state, lease = found
+    if state in allowed:
+        raise TransitionNotAllowed(
+            f"job {job_id} is {state} but its handler may still be running (lease until "
+            f"{lease:%Y-%m-%d %H:%M:%S%z}); try again once the lease has run out"
+        )
     raise TransitionNotAllowed(f"job {job_id} is {state}; this needs one of {', '.join(allowed)}")
 
 
 def cancel(job_id: uuid.UUID | str) -> None:
-    """Cancel a scheduled, queued or running job. A running handler is not interrupted,
-    but its outcome is dropped by the fence."""
+    """Cancel a scheduled, queued or running job. A running job's outcome is dropped by the
+    fence; it keeps its lease, so it cannot be replayed while its handler may still run
+    (the heartbeat no longer extends it, so the lease runs out)."""
     _guarded_update(
-        job_id,
-        [State.SCHEDULED, State.QUEUED, State.RUNNING],
-        state=State.CANCELLED,
-        finished_at=Now(),
-        worker_id=None,
-        lease_expires_at=None,
+        job_id, [State.SCHEDULED, State.QUEUED, State.RUNNING], state=State.CANCELLED, finished_at=Now()
     )
 
 
@@ -51,30 +62,57 @@ def replay(
     *,
     args: list[Any] | None = None,
     kwargs: dict[str, Any] | None = None,
+    edited_by: str = "",
 ) -> None:
     """Queue a dead, cancelled or expired job again with fresh attempts, optionally with a
-    new payload. Its error history is kept; an expired job's deadline is lifted."""
-    values: dict[str, Any] = {}
-    if args is not None:
-        values["args"] = args
-    if kwargs is not None:
-        values["kwargs"] = kwargs
+    new payload (checked by the caller: jobs.backend.check_payload); the payload it replaces
+    is kept in ``edits``. Its error history is kept; an expired job's deadline is lifted.
+    The job takes its dedupe key back unless another unfinished job holds it now. A job
+    whose lease is still live (cancelled while running) is refused."""
+    fresh: dict[str, Any] = dict(
+        state=State.QUEUED, expires_at=None, attempt=0, started_attempt=0, handbacks=0, worker_ids=[],
+        worker_id=None, lease_expires_at=None, run_at=Now(), finished_at=None, result=None,
+    )  # fmt: skip
+    allowed = [State.DEAD, State.CANCELLED, State.EXPIRED]
     with transaction.atomic():
-        _guarded_update(
-            job_id,
-            [State.DEAD, State.CANCELLED, State.EXPIRED],
-            state=State.QUEUED,
-            expires_at=None,
-            attempt=0,
-            started_attempt=0,
-            handbacks=0,
-            worker_ids=[],
-            run_at=Now(),
-            finished_at=None,
-            result=None,
-            dedupe_lapsed=True,
-            **values,
-        )
+        if args is not None or kwargs is not None:
+            old = Job.objects.select_for_update().filter(id=job_id).values("args", "kwargs").first()
+            if old is None:
+                raise JobNotFound(f"no job with id {job_id}")
+            entry = {"at": _now_iso(), "by": edited_by, "args": old["args"], "kwargs": old["kwargs"]}
+            fresh["edits"] = CombinedExpression(F("edits"), "||", Value([entry], JSONField()))
+            fresh["args"] = old["args"] if args is None else args
+            fresh["kwargs"] = old["kwargs"] if kwargs is None else kwargs
+        try:
+            with transaction.atomic():
+                _guarded_update(job_id, allowed, also=_NO_LIVE_LEASE, dedupe_lapsed=False, **fresh)
+        except IntegrityError:
+            # Another unfinished job holds the key now: this one runs without it.
+            _guarded_update(job_id, allowed, also=_NO_LIVE_LEASE, dedupe_lapsed=True, **fresh)
+
+
+def _now_iso() -> str:
+    from django.utils import timezone
+
+    return timezone.now().isoformat()
+
+
+def pause_queue(name: str, *, by: str = "") -> bool:
+    """Stop every worker claiming from queue ``name`` (at its next claim: within one poll
+    interval). Returns False if it was paused already."""
+    _, created = PausedQueue.objects.get_or_create(name=name, defaults={"paused_by": by})
+    return created
+
+
+def resume_queue(name: str) -> bool:
+    """Let workers claim from queue ``name`` again, and wake them. False if it was not paused."""
+    from django.db import connection
+
+    deleted, _ = PausedQueue.objects.filter(name=name).delete()
+    if deleted:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_notify('jobs_queued', %s)", [name])
+    return bool(deleted)
 
 
 def run_now(job_id: uuid.UUID | str) -> None:

@@ -17,6 +17,7 @@ What it does, each on the database's clock:
   long that is;
 * **promotes** scheduled jobs as they come due (state ``scheduled`` to ``queued``) and
   wakes the workers of their queues;
+* **folds** the console's aggregates together (jobs.stats.compact) every few seconds;
 * **settles** what a dead executor left (sent by the supervisor): the attempts it was
   running fail with the reason, its unstarted jobs go back unused.
 """
@@ -38,7 +39,7 @@ from typing import Any
 
 import psycopg
 
-from .. import store
+from .. import stats, store
 from ..payloads import error_record
 from ..retry import decide
 from ..store import workflows as workflow_store
@@ -70,6 +71,8 @@ MAX_DUE_CHECK = 1.0
 # Reaping waits for the grace (store.REAP_GRACE) plus up to this much jitter, so that the
 # workers of a large fleet do not all reap the same moment.
 REAP_JITTER = 0.25
+# The console's aggregates (jobs.stats) are folded together about this often.
+COMPACT_INTERVAL = 10.0
 # After a failed statement, the same work is tried again after this long.
 RETRY_AFTER = 1.0
 # The loop looks at the slot table at least this often.
@@ -152,6 +155,7 @@ class Housekeeper:
         self.next_promote = float("inf")
         self.next_timeouts = float("inf")
         self.retry_locked_at = float("inf")
+        self.next_compact = now + random.uniform(0, COMPACT_INTERVAL)
         self.unextended: set[uuid.UUID] = set()
         self.listen_retry_at = 0.0
         self.registered = False
@@ -191,6 +195,8 @@ class Housekeeper:
                 self._promote(now)
             if now >= self.next_timeouts:
                 self._expire_signal_waits(now)
+            if now >= self.next_compact:
+                self._compact(now)
             self._wait()
         self._db(lambda cursor: registry.unregister(cursor, self.worker_id), "unregister")
         self.db.drop()
@@ -211,6 +217,7 @@ class Housekeeper:
             self.next_promote,
             self.retry_locked_at,
             self.next_timeouts,
+            self.next_compact,
         )
         timeout = min(max(deadline - now, 0.0), 1.0)
         fds = [self.commands_r]
@@ -388,6 +395,11 @@ class Housekeeper:
             self.next_due_check = now
 
     # --- settlements ---------------------------------------------------------------------------
+
+    def _compact(self, now: float) -> None:
+        # Jittered, so that the workers of a fleet take turns rather than all at once.
+        self.next_compact = now + COMPACT_INTERVAL * random.uniform(0.75, 1.25)
+        self._db(stats.compact, "compact")
 
     def _read_commands(self) -> None:
         readable, _, _ = select.select([self.commands_r], [], [], 0)

@@ -92,8 +92,6 @@ def test_a_worker_host_holds_the_documented_connections(tmp_path: Path) -> None:
     polling only)."""
     from tests.tasks import basic
 
-    # Connections of an earlier test's processes may take a moment to close.
-    wait_until(lambda: worker_connections() == 0, message="no connections before the worker")
     expected = 2 * 2 + 1 + 1
     with running_worker(tmp_path, "--concurrency", "2") as worker:
         # Slow enough that both executors run handlers that use the ORM.

@@ -272,12 +272,15 @@ def test_retry_requeues_after_the_delay_with_the_error_kept() -> None:
     assert (after.worker_id, after.lease_expires_at) == (None, None)
     assert after.last_error == "try again"
     assert len(after.errors) == 2
-    assert after.errors[-1] | {"at": None} == error("try again") | {
+    assert after.errors[-1] | {"at": None, "started_at": None} == error("try again") | {
         "attempt": 2,
         "at": None,
+        "started_at": None,
         "worker": str(job.worker_id),
     }
     assert after.errors[-1]["at"].startswith(T0.isoformat()[:19])
+    # When the attempt began, for the console's attempt history.
+    assert after.errors[-1]["started_at"] == job.last_attempted_at.isoformat()
 
 
 def test_dead_finishes_the_job_with_the_error() -> None:
@@ -423,8 +426,10 @@ def test_cancel_of_a_running_job_drops_its_outcome() -> None:
     job = factories.job(State.RUNNING, now=T0)
     store.cancel(job.id)
     cancelled = factories.row(job.id)
+    # It keeps its lease, which the heartbeat no longer extends: until it runs out the
+    # handler may still be running, and the job cannot be replayed.
     assert (cancelled["state"], cancelled["worker_id"], cancelled["lease_expires_at"]) == (
-        State.CANCELLED, None, None,
+        State.CANCELLED, job.worker_id, job.lease_expires_at,
     )  # fmt: skip
     for outcome in (succeeded(job), retried(job), dead(job), snoozed(job)):
         assert record(job.worker_id, outcome) == set()
@@ -448,7 +453,8 @@ def test_replay_queues_a_finished_job_with_fresh_attempts_and_its_history(state:
     assert (after.state, after.attempt, after.worker_ids) == (State.QUEUED, 0, [])
     assert (after.finished_at, after.result) == (None, None)
     assert after.errors == job.errors
-    assert after.dedupe_lapsed
+    # Nobody else holds its dedupe key: it takes it back.
+    assert not after.dedupe_lapsed
     assert [row[0] for row in claim(now=timezone.now() + timedelta(seconds=1))] == [job.id]
 
 

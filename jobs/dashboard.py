@@ -1,0 +1,119 @@
+"""The console's dashboard (``/admin/jobs/dashboard/``): per-queue counts, throughput and
+failures over the last hour and day, live workers, the tasks failing most. It reads only
+jobs.stats' aggregates and the worker registry, so it costs the same with a million jobs,
+and it refreshes itself: the page fetches its own body again every few seconds.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Any
+from urllib.parse import urlencode
+
+from django.contrib import admin
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString
+
+from . import console, stats
+from .models import Job, Worker
+from .worker.registry import EXPIRE_AFTER_SECONDS
+
+REFRESH_SECONDS = 5
+
+
+def view(request: HttpRequest) -> HttpResponse:
+    if not request.user.has_perm("jobs.view_job"):
+        raise PermissionDenied
+    context = {
+        **admin.site.each_context(request),
+        "title": "Jobs dashboard",
+        "opts": Job._meta,
+        "refresh_ms": REFRESH_SECONDS * 1000,
+        "may_pause": request.user.has_perm("jobs.pause_queue"),
+        **snapshot(),
+    }
+    template = (
+        "admin/jobs/dashboard_body.html" if request.GET.get("part") == "body" else "admin/jobs/dashboard.html"
+    )
+    return TemplateResponse(request, template, context)
+
+
+def snapshot(*, now: datetime | None = None) -> dict[str, Any]:
+    """Everything the dashboard shows, from the aggregates."""
+    current = stats.queue_stats(now=now)
+    changelist = reverse("admin:jobs_job_changelist")
+    queues = [
+        {
+            "name": name,
+            **values,
+            "age": console.seconds(timedelta(seconds=values["oldest_due_age_s"]))
+            if values["oldest_due_age_s"] is not None
+            else "-",
+            "list_url": f"{changelist}?{urlencode({'queue': name})}",
+            "dead_url": f"{changelist}?{urlencode({'queue': name, 'state': 'dead'})}",
+        }
+        for name, values in current["queues"].items()
+    ]
+    hour = stats.throughput(since=timedelta(hours=1), step_minutes=1, now=now)
+    day = stats.throughput(since=timedelta(days=1), step_minutes=15, now=now)
+    failing = [
+        {**row, "url": f"{changelist}?{urlencode({'task': row['task']})}"}
+        for row in stats.top_failing(since=timedelta(hours=1), now=now)
+    ]
+    cutoff = (now or timezone.now()) - timedelta(seconds=EXPIRE_AFTER_SECONDS)
+    workers = list(Worker.objects.filter(last_heartbeat_at__gte=cutoff).order_by("hostname", "pid"))
+    moment = now or timezone.now()
+    return {
+        "queues": queues,
+        "workers": [
+            {
+                "name": f"{w.hostname}:{w.pid}",
+                "queues": ", ".join(part.split(":")[0] for part in w.queues.split(",") if part),
+                "in_hand": w.jobs_in_hand,
+                "concurrency": w.concurrency,
+                "heartbeat": console.seconds(moment - w.last_heartbeat_at) + " ago",
+                "started": console.moment(w.started_at),
+            }
+            for w in workers
+        ],
+        "failing": failing,
+        "hour_chart": chart(hour, label="per minute"),
+        "day_chart": chart(day, label="per 15 minutes"),
+        "hour_totals": (sum(ok for _, ok, _ in hour), sum(bad for _, _, bad in hour)),
+        "day_totals": (sum(ok for _, ok, _ in day), sum(bad for _, _, bad in day)),
+        "now": console.moment(moment),
+    }
+
+
+def chart(
+    series: list[tuple[datetime, int, int]], *, label: str, width: int = 560, height: int = 90
+) -> SafeString:
+    """Succeeded (green) and failed (red) stacked bars as inline SVG, one per slot."""
+    if not series:
+        return format_html("<p>-</p>")
+    top = max((ok + bad for _, ok, bad in series), default=0) or 1
+    bar = width / len(series)
+    bars = []
+    for index, (slot, ok, bad) in enumerate(series):
+        x = index * bar
+        ok_h = height * ok / top
+        bad_h = height * bad / top
+        tip = f"{timezone.localtime(slot):%H:%M}: {ok} succeeded, {bad} failed"
+        bars.append((f"{x:.1f}", f"{height - ok_h:.1f}", f"{max(bar - 1, 1):.1f}", f"{ok_h:.1f}",
+                     f"{height - ok_h - bad_h:.1f}", f"{bad_h:.1f}", tip))  # fmt: skip
+    body = format_html_join(
+        "",
+        "<g><title>{6}</title><rect x='{0}' y='{1}' width='{2}' height='{3}' class='ok'/>"
+        "<rect x='{0}' y='{4}' width='{2}' height='{5}' class='bad'/></g>",
+        bars,
+    )
+    return format_html(
+        "<svg class='chart' viewBox='0 0 {} {}' width='{}' height='{}' role='img' aria-label='{}'>"
+        "{}<text x='0' y='10' class='axis'>max {} {}</text></svg>",
+        width, height + 2, width, height + 2, f"jobs {label}", body, top, label,
+    )  # fmt: skip
