@@ -48,6 +48,10 @@ class JobsSettings:
     # Enqueue prepares its INSERT once per connection. Turn off behind a pooler in
     # transaction mode that does not track prepared statements (PgBouncer < 1.21).
     PREPARED_STATEMENTS: bool = True
+    # Result files (jobs/files.py): the STORAGES alias they are written to, and how long
+    # a download link the status API gives stays valid (seconds).
+    RESULT_STORAGE: str = "default"
+    DOWNLOAD_URL_MAX_AGE: float = 3600.0
 
 
 # SQS's ceiling for a visibility timeout.

@@ -8,7 +8,10 @@ same one, and a link signed by a worker verifies in the test's live server.
 
 import os
 import secrets
+import tempfile
 
 os.environ.setdefault("SECRET_KEY", f"test-run-{secrets.token_urlsafe(48)}")
+# Uploads and result files of this run, shared with the workers it starts.
+os.environ.setdefault("MEDIA_ROOT", tempfile.mkdtemp(prefix="jobqueue-test-media-"))
 
 from config.settings import *  # noqa: F403

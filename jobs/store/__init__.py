@@ -24,6 +24,7 @@ from .claims import (
     reap,
     reap_token,
     record_outcomes,
+    record_progress,
     release,
 )
 from .enqueue import COPY_THRESHOLD, NewJob, insert_jobs
@@ -33,5 +34,5 @@ from .statements import NOTIFY_CHANNEL, sql
 __all__ = [
     "COPY_THRESHOLD", "NOTIFY_CHANNEL", "REAP_GRACE", "Claimed", "Due", "NewJob", "Reaped", "cancel",
     "claim", "discard", "extend_leases", "insert_jobs", "limit_changed", "next_due", "promote", "prune",
-    "reap", "reap_token", "record_outcomes", "release", "replay", "run_now", "sql",
+    "reap", "reap_token", "record_outcomes", "record_progress", "release", "replay", "run_now", "sql",
 ]  # fmt: skip

@@ -72,6 +72,7 @@ def replay(
             run_at=Now(),
             finished_at=None,
             result=None,
+            progress=None,
             dedupe_lapsed=True,
             **values,
         )
@@ -83,8 +84,11 @@ def run_now(job_id: uuid.UUID | str) -> None:
 
 
 def prune(*, retention: dict[State, float], now: datetime | None = None, batch: int = 5000) -> int:
-    """Delete finished jobs older than their state's retention (seconds). Returns count."""
+    """Delete finished jobs older than their state's retention (seconds), and their result
+    files (jobs/files.py) once the rows are gone. Returns how many jobs."""
     from django.db import connection
+
+    from ..files import PREFIX, delete_files
 
     deleted = 0
     with connection.cursor() as cursor:
@@ -98,11 +102,23 @@ def prune(*, retention: dict[State, float], now: datetime | None = None, batch: 
                           AND finished_at < coalesce(%(now)s, statement_timestamp())
                                             - %(seconds)s * interval '1 second'
                         LIMIT %(batch)s)
+                    RETURNING id, result #>> '{file,name}'
                     """,
                     {"state": state, "now": now, "seconds": seconds, "batch": batch},
                 )
-                deleted += cursor.rowcount
-                if cursor.rowcount < batch:
+                # Only a job's own folder: a result cannot point pruning at another file.
+                names = [
+                    name
+                    for job_id, name in cursor.fetchall()
+                    if name and name.startswith(f"{PREFIX}/{job_id}/")
+                ]
+                count = cursor.rowcount
+                deleted += count
+                if names:
+                    # After the rows: a file whose row is still there is never missing. A
+                    # crash in between leaves a file nobody links to, never the reverse.
+                    delete_files(names)
+                if count < batch:
                     break
     return deleted
 

@@ -72,6 +72,7 @@ class Executor:
         )
         self.feeder = Feeder(config, token=token, db=self.db, lanes=lanes, wake_fd=wake_r)
         self.attempts = Attempts(config, token=token)
+        self.attempts.progress_sink = self.feeder.report_progress
         self.ctx = Context(index=index, attempts=self.attempts, feeder=self.feeder, slots=slots)
 
     def _on_connect(self, conn: Any) -> None:
