@@ -116,7 +116,7 @@ STORAGES = {
             },
         }
         if _storage_backend == "s3"
-        else {"BACKEND": "django.core.files.storage.FileSystemStorage", "OPTIONS": {"location": MEDIA_ROOT}}
+        else {"BACKEND": "django.core.files.storage.FileSystemStorage"}
     ),
     "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
 }
@@ -363,3 +363,8 @@ LOGGING = {
         "httpx": {"level": "WARNING"},
     },
 }
+
+# --- Reports and imports (reports/) ----------------------------------------------------------
+# Largest CSV accepted by POST /api/imports (bytes), and rows per chunk job.
+REPORTS_IMPORT_MAX_BYTES = env.int("REPORTS_IMPORT_MAX_BYTES", default=200 * 1024 * 1024)
+REPORTS_IMPORT_CHUNK_ROWS = env.int("REPORTS_IMPORT_CHUNK_ROWS", default=5000)

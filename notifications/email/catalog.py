@@ -44,6 +44,8 @@ TEMPLATES = {
         EmailTemplate("password_reset", frozenset({"username", "link", "valid_for"})),
         EmailTemplate("welcome", frozenset({"name"}), api=True),
         EmailTemplate("order_receipt", frozenset({"name", "order_number", "total"}), api=True),
+        # reports.tasks.weekly_report, to each staff member.
+        EmailTemplate("weekly_report", frozenset({"username", "link", "period", "rows"})),
     )
 }
 

@@ -174,6 +174,11 @@ def test_an_interim_report_is_written_only_under_the_current_claim() -> None:
 # --- result files --------------------------------------------------------------------------
 
 
+@pytest.fixture(autouse=True)
+def _media(media_root: Path) -> None:
+    """Result files of this test only."""
+
+
 def _file_job(owner: User) -> tuple[str, dict]:
     result = tasks.write_file.using(owner=owner).enqueue("hello, file")
     factories.run_due()
