@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from datetime import datetime
 from typing import Any
 
 from django.db.models import Max
@@ -102,7 +103,15 @@ def recent_reports(*, user: Any, limit: int = 8) -> list[dict[str, Any]]:
         status = job_status(job_id=job_id, viewer=user)
         if status is not None:
             kind = args[0] if args and task_kind_known(args[0]) else "job_activity"
-            found.append({**status, "kind": kind})
+            rows = (status.get("result") or {}).get("rows")
+            found.append(
+                {
+                    **status,
+                    "kind": kind,
+                    "asked": datetime.fromisoformat(status["created_at"]),
+                    "rows": f"{rows:,}" if isinstance(rows, int) else "",
+                }
+            )
     return found
 
 

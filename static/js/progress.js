@@ -43,7 +43,7 @@
     var fill = panel.querySelector(".progress-fill");
     var bar = panel.querySelector(".progress");
     bar.classList.toggle("indeterminate", percent === null);
-    fill.style.width = (percent === null ? 100 : percent) + "%";
+    fill.style.width = (percent === null ? 0 : percent) + "%";
     bar.setAttribute("aria-valuenow", percent === null ? "" : String(percent));
     panel.querySelector(".progress-percent").textContent = percent === null ? "" : percent + " %";
     var words = progress ? progress.message || "" : "";
@@ -59,5 +59,16 @@
     return bytes + " bytes";
   }
 
-  window.jobsProgress = { post: post, poll: poll, setBar: setBar, size: size };
+  /* Replace the element #id with the same one from a fresh copy of this page. */
+  function refreshSection(id) {
+    fetch(window.location.href, { credentials: "same-origin", cache: "no-store" })
+      .then(function (response) { return response.text(); })
+      .then(function (html) {
+        var fresh = new DOMParser().parseFromString(html, "text/html").getElementById(id);
+        var current = document.getElementById(id);
+        if (fresh && current) { current.replaceWith(fresh); }
+      });
+  }
+
+  window.jobsProgress = { post: post, poll: poll, setBar: setBar, size: size, refreshSection: refreshSection };
 })();
