@@ -8,6 +8,7 @@ from django.utils.html import format_html, format_html_join
 from . import store
 from .exceptions import JobsError
 from .models import Job, Worker
+from .progress import view as progress_view
 
 
 @admin.register(Job)
@@ -17,6 +18,7 @@ class JobAdmin(admin.ModelAdmin):
         "task_path",
         "queue_name",
         "state",
+        "progress_shown",
         "attempt",
         "max_attempts",
         "run_at",
@@ -29,7 +31,10 @@ class JobAdmin(admin.ModelAdmin):
     actions = ("replay_jobs", "cancel_jobs", "run_jobs_now")
     fieldsets = (
         (None, {"fields": ("id", "task_path", "queue_name", "priority", "state", "trace_id", "dedupe_key")}),
-        ("Attempts", {"fields": ("attempt", "max_attempts", "last_error", "attempt_history")}),
+        (
+            "Attempts",
+            {"fields": ("attempt", "max_attempts", "progress_shown", "last_error", "attempt_history")},
+        ),
         (
             "Timing",
             {
@@ -48,13 +53,24 @@ class JobAdmin(admin.ModelAdmin):
         ),
         ("Payload and result", {"fields": ("args", "kwargs", "result")}),
     )
-    readonly_fields = ("attempt_history",)
+    readonly_fields = ("attempt_history", "progress_shown")
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 
     def has_change_permission(self, request: HttpRequest, obj: Job | None = None) -> bool:
         return False
+
+    @admin.display(description="Progress")
+    def progress_shown(self, job: Job) -> str:
+        """What the handler last reported (jobs/progress.py): "1,200 of 5,000 (24 %) · message"."""
+        shown = progress_view(job.progress)
+        if shown is None:
+            return "-"
+        text = f"{shown['done']:,}" + (f" of {shown['total']:,}" if shown["total"] is not None else "")
+        if shown["percent"] is not None:
+            text += f" ({shown['percent']} %)"
+        return f"{text} · {shown['message']}" if shown["message"] else text
 
     @admin.display(description="Attempt history")
     def attempt_history(self, job: Job) -> str:

@@ -318,3 +318,12 @@ def test_interim_writes_are_throttled_per_job(tmp_path: Path) -> None:
     finally:
         with connection.cursor() as cursor:
             cursor.execute("DROP TRIGGER IF EXISTS test_count_progress ON jobs_job")
+
+
+def test_the_console_shows_a_running_jobs_progress(client: Client) -> None:
+    job = factories.job(State.RUNNING, task_path="tests.tasks.progress.count_to")
+    Job.objects.filter(id=job.id).update(progress={"done": 1200, "total": 5000, "message": "chunk 3"})
+    client.force_login(User.objects.create_superuser("root", "root@example.com", "pw-root-12345"))
+    shown = "1,200 of 5,000 (24 %) · chunk 3"
+    assert shown in client.get("/admin/jobs/job/").content.decode()
+    assert shown in client.get(f"/admin/jobs/job/{job.id}/change/").content.decode()
