@@ -187,7 +187,7 @@ class Feeder:
             row, _ = lane.running.pop(entry)
             if self.marked:
                 self.marked.discard((row.id, row.attempt))
-            if self.progress_written:
+            if self.progress or self.progress_written:
                 # Its last report goes with the outcome.
                 self.progress.pop((row.id, row.attempt), None)
                 self.progress_written.pop((row.id, row.attempt), None)

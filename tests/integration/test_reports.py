@@ -27,12 +27,15 @@ pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("media_root")]
 
 @pytest.fixture
 def ann(db: None) -> User:
-    user = User.objects.create_user("ann", "ann@example.com", "pw-ann-12345")
+    return User.objects.create_user("ann", "ann@example.com", "pw-ann-12345")
+
+
+@pytest.fixture
+def customers(ann: User) -> None:
     Customer.objects.bulk_create(
-        Customer(owner=user, name=f"C{n}", email=f"c{n}@example.com", country="DE" if n % 2 else "FR")
-        for n in range(2500)
+        Customer(owner=ann, name=f"C{n}", email=f"c{n}@example.com", country="DE" if n % 2 else "FR")
+        for n in range(1500)
     )
-    return user
 
 
 @pytest.fixture
@@ -55,6 +58,7 @@ def download(client: Client, job_id: str) -> list[list[str]]:
     return list(csv.reader(io.StringIO(b"".join(response.streaming_content).decode())))
 
 
+@pytest.mark.usefixtures("customers")
 def test_my_customers_report_is_built_with_progress_and_downloaded(client: Client, ann: User) -> None:
     other = User.objects.create_user("bob", "bob@example.com", "pw-bob-12345")
     Customer.objects.create(owner=other, name="Not Ann's", email="x@example.com")
@@ -65,23 +69,24 @@ def test_my_customers_report_is_built_with_progress_and_downloaded(client: Clien
     assert (job.owner, job.args) == (f"auth.user:{ann.pk}", ["customers", {}, ann.pk])
     factories.run_due()
     status = client.get(f"/api/jobs/{body['job_id']}").json()
-    assert status["progress"]["done"] == status["progress"]["total"] == 2500
+    assert status["progress"]["done"] == status["progress"]["total"] == 1500
     assert status["progress"]["percent"] == 100
-    assert status["result"]["rows"] == 2500
+    assert status["result"]["rows"] == 1500
     assert status["file"]["filename"].startswith("customers-") and status["file"]["size"] > 0
     rows = download(client, body["job_id"])
     assert rows[0] == ["name", "email", "phone", "country", "created_at", "updated_at"]
-    assert len(rows) == 2501 and rows[1][:4] == ["C0", "c0@example.com", "", "FR"]
+    assert len(rows) == 1501 and rows[1][:4] == ["C0", "c0@example.com", "", "FR"]
     assert "x@example.com" not in {row[1] for row in rows}
 
 
+@pytest.mark.usefixtures("customers")
 def test_a_report_can_be_filtered(client: Client, ann: User) -> None:
     client.force_login(ann)
     code, body = ask(client, "customers", {"country": "de"})
     assert code == 202
     factories.run_due()
     rows = download(client, body["job_id"])
-    assert len(rows) == 1251 and {row[3] for row in rows[1:]} == {"DE"}
+    assert len(rows) == 751 and {row[3] for row in rows[1:]} == {"DE"}
 
 
 def test_an_identical_request_while_one_runs_gets_409_with_the_running_job(client: Client, ann: User) -> None:
