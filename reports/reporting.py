@@ -146,10 +146,13 @@ def write_csv(
             writer.writerow(row)
             count += 1
             if count % PROGRESS_EVERY == 0:
-                context.set_progress(min(count, total or count), total, f"{count:,} rows")
+                # With a total the bar says how far; without one, the count does.
+                context.set_progress(
+                    min(count, total or count), total, "writing the CSV" if total else f"{count:,} rows"
+                )
         text.flush()
         text.detach()
-    context.set_progress(count, max(count, total or 0), f"{count:,} rows")
+    context.set_progress(count, max(count, total or 0), "written")
     assert out.entry is not None
     return count, out.entry
 
