@@ -41,6 +41,7 @@ INSTALLED_APPS = [
     "accounts",
     "notifications",
     "demos",
+    "reports",
 ]
 
 MIDDLEWARE = [
@@ -122,6 +123,32 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
 STATICFILES_DIRS = [BASE_DIR / "static"]
+
+# Uploaded imports and jobs' result files (reports, rejected rows) go through Django's
+# storage API: files under MEDIA_ROOT by default (never served directly: downloads go through
+# the signed, owner-checked link of jobs/files.py), or an S3-compatible bucket with
+# STORAGE_BACKEND=s3 and the AWS_* variables django-storages reads (.env.example).
+MEDIA_ROOT = Path(env.str("MEDIA_ROOT", default=str(BASE_DIR / "media")))
+_storage_backend = env.str("STORAGE_BACKEND", default="filesystem")
+if _storage_backend not in ("filesystem", "s3"):
+    raise ImproperlyConfigured(f"STORAGE_BACKEND is 'filesystem' or 's3', not {_storage_backend!r}")
+STORAGES = {
+    "default": (
+        {
+            "BACKEND": "storages.backends.s3.S3Storage",
+            "OPTIONS": {
+                "bucket_name": env.str("AWS_STORAGE_BUCKET_NAME", default=""),
+                "endpoint_url": env.str("AWS_S3_ENDPOINT_URL", default="") or None,
+                "region_name": env.str("AWS_S3_REGION_NAME", default="") or None,
+                "default_acl": "private",
+                "file_overwrite": False,
+            },
+        }
+        if _storage_backend == "s3"
+        else {"BACKEND": "django.core.files.storage.FileSystemStorage"}
+    ),
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+}
 
 # --- The job queue --------------------------------------------------------------------
 JOBS_QUEUES = env.list("JOBS_QUEUES", default=["default", "email", "push", "low"])
@@ -211,6 +238,10 @@ JOBS = {
     # A bearer token that may send workflow signals (POST /api/workflows/<id>/signals/<name>)
     # besides staff sessions; empty: staff only.
     "WORKFLOW_SIGNAL_TOKEN": env.str("JOBS_WORKFLOW_SIGNAL_TOKEN", default=""),
+    # Result files (reports, rejected rows): the STORAGES alias, and how long a download
+    # link from the status API stays valid (seconds).
+    "RESULT_STORAGE": env.str("JOBS_RESULT_STORAGE", default="default"),
+    "DOWNLOAD_URL_MAX_AGE": env.float("JOBS_DOWNLOAD_URL_MAX_AGE", default=3600.0),
 }
 
 # --- Accounts, email and the public site's security -------------------------------------
@@ -388,3 +419,8 @@ LOGGING = {
 if LOG_FORMAT == "json":
     # Python's warnings become log records too, so every line on stderr is a JSON object.
     logging.captureWarnings(True)
+
+# --- Reports and imports (reports/) ----------------------------------------------------------
+# Largest CSV accepted by POST /api/imports (bytes), and rows per chunk job.
+REPORTS_IMPORT_MAX_BYTES = env.int("REPORTS_IMPORT_MAX_BYTES", default=200 * 1024 * 1024)
+REPORTS_IMPORT_CHUNK_ROWS = env.int("REPORTS_IMPORT_CHUNK_ROWS", default=5000)

@@ -19,6 +19,7 @@ urlpatterns = [
     path("api/signup/resend", accounts_api.resend, name="api-signup-resend"),
     # Before jobs.urls: "email" is not a job id, but keep the literal route first anyway.
     path("api/jobs/email", email_api.send_email, name="api-email"),
+    path("", include("reports.urls")),
     path("api/", include("jobs.urls")),
     path("api/", include("notifications.push.urls")),
 ]

@@ -31,6 +31,7 @@ from django.views.decorators.http import require_POST
 from . import console, store
 from .exceptions import InvalidPayload, JobsError
 from .models import FINISHED_STATES, FireRecord, Job, PausedQueue, Worker
+from .progress import view as progress_view
 from .states import State
 
 # Jobs one bulk action (replay, cancel, discard) touches at most; the confirmation page
@@ -41,8 +42,19 @@ CANCELLABLE = [State.SCHEDULED, State.QUEUED, State.RUNNING]
 # What the list loads: never the payload, result or tracebacks.
 _LIST_COLUMNS = (
     "id", "task_path", "queue_name", "state", "attempt", "max_attempts", "run_at", "created_at",
-    "last_attempted_at", "finished_at", "last_error", "limit_name", "limit_wait",
+    "last_attempted_at", "finished_at", "last_error", "limit_name", "limit_wait", "progress",
 )  # fmt: skip
+
+
+def _progress_text(job: Job) -> str:
+    """What the handler last reported (jobs/progress.py): "1,200 of 5,000 (24 %) · message"."""
+    shown = progress_view(job.progress)
+    if shown is None:
+        return ""
+    text = f"{shown['done']:,}" + (f" of {shown['total']:,}" if shown["total"] is not None else "")
+    if shown["percent"] is not None:
+        text += f" ({shown['percent']} %)"
+    return f"{text} · {shown['message']}" if shown["message"] else text
 
 
 def _paused() -> set[str]:
@@ -177,7 +189,11 @@ class JobAdmin(admin.ModelAdmin):
     @admin.display(description="state")
     def console_state(self, job: Job) -> str:
         shown = console.console_state(job)
-        return format_html("<span class='job-state job-state-{}'>{}</span>", job.state, shown)
+        progress = _progress_text(job) if job.state == State.RUNNING else ""
+        return format_html(
+            "<span class='job-state job-state-{}'>{}</span>{}",
+            job.state, shown, format_html("<br><small>{}</small>", progress) if progress else "",
+        )  # fmt: skip
 
     @admin.display(description="tries")
     def attempts(self, job: Job) -> str:
@@ -220,9 +236,11 @@ class JobAdmin(admin.ModelAdmin):
     def state_shown(self, job: Job) -> str:
         shown = console.console_state(job)
         limit = f" (limit key {job.limit_key!r})" if job.limit_wait and job.limit_key else ""
+        progress = _progress_text(job)
         return format_html(
-            "<span class='job-state job-state-{}'>{}</span>{} · attempt {} of {}",
+            "<span class='job-state job-state-{}'>{}</span>{} · attempt {} of {}{}",
             job.state, shown, limit, job.attempt, job.max_attempts,
+            f" · progress {progress}" if progress else "",
         )  # fmt: skip
 
     @admin.display(description="job")

@@ -16,7 +16,7 @@ import psycopg
 from django.db import connections
 from django.tasks import Task, TaskResult
 from django.tasks.backends.base import BaseTaskBackend
-from django.tasks.base import TaskError
+from django.tasks.base import TASK_REFRESH_ATTRS, TaskError
 from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist
 from django.utils import timezone
 from django.utils.module_loading import import_string
@@ -29,6 +29,7 @@ from .limits import InvalidLimit, LimitSpec, task_limit_name
 from .models import Job, Limit
 from .ownership import MAX_OWNER_LENGTH, owner_key
 from .payloads import ArgumentCheck, dump_payload, unstorable_text
+from .progress import view as progress_view
 from .retry import RetryPolicy
 from .states import TASK_STATUS, State
 
@@ -154,9 +155,17 @@ class _Template:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class JobResult(TaskResult):  # type: ignore[misc]  # frozen at run time, not in the stubs
-    """A TaskResult that also tells whether enqueue found an existing job by dedupe key."""
+    """A TaskResult that also tells whether enqueue found an existing job by dedupe key,
+    and what its handler last reported (jobs/progress.py: done, total, percent, message,
+    updated_at; None if it never did)."""
 
     deduplicated: bool = False
+    progress: dict[str, Any] | None = None
+
+    def refresh(self) -> None:
+        refreshed = self.task.get_backend().get_result(self.id)
+        for attr in (*TASK_REFRESH_ATTRS, "progress"):
+            object.__setattr__(self, attr, getattr(refreshed, attr))
 
 
 class PostgresBackend(BaseTaskBackend):
@@ -500,6 +509,7 @@ class PostgresBackend(BaseTaskBackend):
                 for e in job.errors
             ],
             worker_ids=[str(w) for w in job.worker_ids],
+            progress=progress_view(job.progress),
         )
         if job.state == State.SUCCEEDED:
             object.__setattr__(result, "_return_value", job.result)

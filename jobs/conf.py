@@ -58,6 +58,10 @@ class JobsSettings:
     # A runworker serves Prometheus metrics on this port (0: off) and address.
     METRICS_PORT: int = 0
     METRICS_ADDR: str = "127.0.0.1"
+    # Result files (jobs/files.py): the STORAGES alias they are written to, and how long
+    # a download link the status API gives stays valid (seconds).
+    RESULT_STORAGE: str = "default"
+    DOWNLOAD_URL_MAX_AGE: float = 3600.0
 
 
 # SQS's ceiling for a visibility timeout.

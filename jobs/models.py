@@ -71,6 +71,9 @@ class Job(models.Model):
     last_attempted_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     result = models.JSONField(null=True, blank=True)
+    # What a running handler last reported (jobs/progress.py): {"done", "total", "message",
+    # "updated_at"}; NULL for jobs that never report. The last attempt's report stays.
+    progress = models.JSONField(null=True, blank=True)
     # One entry per failed attempt: attempt, at, worker, exception, message, traceback.
     errors = models.JSONField(default=list, db_default=models.Value([], models.JSONField()))
     last_error = models.TextField(blank=True, default="", db_default="")

@@ -3,9 +3,11 @@
 import uuid
 from typing import Any
 
+from . import files
 from .models import Job
 from .observe import trace_id_of
 from .ownership import may_see
+from .progress import view as progress_view
 from .states import TASK_STATUS, State
 
 
@@ -21,7 +23,7 @@ def job_status(*, job_id: uuid.UUID, viewer: Any = None) -> dict[str, Any] | Non
         .only(
             "id", "state", "task_path", "queue_name", "attempt", "max_attempts", "created_at",
             "started_at", "finished_at", "last_error", "result", "run_at", "trace_id", "owner",
-            "public", "expires_at",
+            "public", "expires_at", "progress",
         )
         .first()
     )  # fmt: skip
@@ -48,7 +50,26 @@ def job_status(*, job_id: uuid.UUID, viewer: Any = None) -> dict[str, Any] | Non
     if full:
         status["last_error"] = job.last_error or None
         status["result"] = job.result if job.state == State.SUCCEEDED else None
+        status["progress"] = progress_view(job.progress)
+        entry = files.file_of(job.id, job.result) if job.state == State.SUCCEEDED else None
+        status["file"] = (
+            {
+                "filename": entry.get("filename"),
+                "size": entry.get("size"),
+                "download_url": files.download_url(job.id, entry),
+            }
+            if entry
+            else None
+        )
     return status
+
+
+def job_file(*, job_id: uuid.UUID, viewer: Any) -> dict[str, Any] | None:
+    """The result file of a succeeded job that ``viewer`` may download (its owner, staff)."""
+    job = Job.objects.filter(id=job_id, state=State.SUCCEEDED).only("id", "owner", "result").first()
+    if job is None or not may_see(owner=job.owner, public=False, user=viewer):
+        return None
+    return files.file_of(job.id, job.result)
 
 
 def _iso(value: Any) -> str | None:

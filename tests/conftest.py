@@ -68,3 +68,12 @@ def _limits_registered_afresh() -> Iterator[None]:
     registry.forget()
     yield
     registry.forget()
+
+
+@pytest.fixture
+def media_root(tmp_path: Path, settings: object) -> Path:
+    """Uploads and result files of this test only (a worker it starts needs MEDIA_ROOT=it)."""
+    root = tmp_path / "media"
+    root.mkdir()
+    settings.MEDIA_ROOT = str(root)  # type: ignore[attr-defined]
+    return root

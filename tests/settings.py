@@ -6,9 +6,17 @@ subprocesses the tests start (runworker, check --deploy, mypy's Django plugin) i
 same one, and a link signed by a worker verifies in the test's live server.
 """
 
+import atexit
 import os
 import secrets
+import shutil
+import tempfile
 
 os.environ.setdefault("SECRET_KEY", f"test-run-{secrets.token_urlsafe(48)}")
+# Uploads and result files of this run, shared with the workers it starts (which inherit
+# the variable), removed when the process that made the folder exits.
+if "MEDIA_ROOT" not in os.environ:
+    os.environ["MEDIA_ROOT"] = tempfile.mkdtemp(prefix="jobqueue-test-media-")
+    atexit.register(shutil.rmtree, os.environ["MEDIA_ROOT"], ignore_errors=True)
 
 from config.settings import *  # noqa: F403

@@ -9,6 +9,7 @@
 -- state:  'succeeded' (result), 'queued' (retry/snooze/release after delay seconds: a
 --         delay makes it 'scheduled'), 'dead' (error).
 -- refund: 1 gives the attempt back (snooze, release); the start mark goes back with it.
+-- progress: the attempt's last progress report (jobs/progress.py), if it made any.
 -- started: (id, attempt) of running attempts whose start is not yet marked.
 WITH marked AS (
     UPDATE jobs_job j
@@ -46,10 +47,14 @@ WITH marked AS (
                                                         'worker', j.worker_id))
                  END,
         last_error = coalesce(v.error ->> 'message', j.last_error),
+        progress = CASE WHEN v.progress IS NULL THEN j.progress
+                        ELSE v.progress || jsonb_build_object('updated_at', coalesce(%(now)s, statement_timestamp()))
+                   END,
         worker_id = NULL,
         lease_expires_at = NULL
     FROM jsonb_to_recordset(%(outcomes)s::jsonb)
-         AS v(id uuid, attempt int, state text, result jsonb, delay float8, refund int, error jsonb)
+         AS v(id uuid, attempt int, state text, result jsonb, delay float8, refund int, error jsonb,
+            progress jsonb)
     WHERE j.id = v.id
       AND j.state = 'running'
       AND j.worker_id = %(worker)s

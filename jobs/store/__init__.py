@@ -28,6 +28,7 @@ from .claims import (
     reap,
     reap_token,
     record_outcomes,
+    record_progress,
     release,
 )
 from .enqueue import COPY_THRESHOLD, NewJob, insert_jobs
@@ -37,6 +38,6 @@ from .statements import NOTIFY_CHANNEL, sql
 __all__ = [
     "COPY_THRESHOLD", "NOTIFY_CHANNEL", "REAP_GRACE", "Claimed", "Due", "NewJob", "Reaped", "cancel",
     "cancelled_among", "claim", "discard", "extend_leases", "insert_jobs", "limit_changed", "next_due",
-    "pause_queue", "promote", "prune", "reap", "reap_token", "record_outcomes", "release", "replay",
-    "resume_queue", "run_now", "sql",
+    "pause_queue", "promote", "prune", "reap", "reap_token", "record_outcomes", "record_progress",
+    "release", "replay", "resume_queue", "run_now", "sql",
 ]  # fmt: skip

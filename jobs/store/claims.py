@@ -99,13 +99,18 @@ def record_outcomes(
     outcomes: Sequence[dict[str, Any]],
     started: Sequence[tuple[uuid.UUID | str, int]] = (),
     now: datetime | None = None,
+    progress: Sequence[dict[str, Any]] = (),
 ) -> set[uuid.UUID]:
     """Apply attempt outcomes (see sql/record_outcomes.sql) and mark the ``started``
     (id, attempt) pairs as begun; return the ids whose outcome was recorded.
 
     Each outcome is a dict with ``id`` and ``attempt`` (the fence) and ``state`` plus, as
-    needed, ``result``, ``delay``, ``refund`` and ``error``.
+    needed, ``result``, ``delay``, ``refund``, ``error`` and ``progress`` (the attempt's
+    last report). ``progress`` holds interim reports of running attempts (``id``,
+    ``attempt``, ``progress``), written first, fenced the same way.
     """
+    if progress:
+        record_progress(cursor, worker=worker, reports=progress, now=now)
     if not outcomes and not started:
         return set()
     outcomes = [{**o, "error": _storable_error(o["error"])} if o.get("error") else o for o in outcomes]
@@ -117,6 +122,30 @@ def record_outcomes(
             "started": json.dumps([{"id": str(job_id), "attempt": attempt} for job_id, attempt in started]),
             "now": now,
         },
+    )
+    return {row[0] for row in cursor.fetchall()}
+
+
+def record_progress(
+    cursor: Any, *, worker: uuid.UUID, reports: Sequence[dict[str, Any]], now: datetime | None = None
+) -> set[uuid.UUID]:
+    """Write running attempts' progress (dicts of ``id``, ``attempt``, ``progress``), each
+    only while its job runs under ``worker``'s claim and the same attempt. Returns the ids
+    written. A sibling of the outcome statement rather than a part of it, so that batches
+    without progress (nearly all) run the statement they always ran."""
+    cursor.execute(
+        """
+        UPDATE jobs_job j
+        SET progress = p.progress
+                       || jsonb_build_object('updated_at', coalesce(%(now)s, statement_timestamp()))
+        FROM jsonb_to_recordset(%(reports)s::jsonb) AS p(id uuid, attempt int, progress jsonb)
+        WHERE j.id = p.id
+          AND j.state = 'running'
+          AND j.worker_id = %(worker)s
+          AND j.attempt = p.attempt
+        RETURNING j.id
+        """,
+        {"worker": worker, "reports": json.dumps(list(reports), default=str), "now": now},
     )
     return {row[0] for row in cursor.fetchall()}
 

@@ -71,7 +71,7 @@ def replay(
     whose lease is still live (cancelled while running) is refused."""
     fresh: dict[str, Any] = dict(
         state=State.QUEUED, expires_at=None, attempt=0, started_attempt=0, handbacks=0, worker_ids=[],
-        worker_id=None, lease_expires_at=None, run_at=Now(), finished_at=None, result=None,
+        worker_id=None, lease_expires_at=None, run_at=Now(), finished_at=None, result=None, progress=None,
     )  # fmt: skip
     allowed = [State.DEAD, State.CANCELLED, State.EXPIRED]
     with transaction.atomic():
@@ -122,8 +122,11 @@ def run_now(job_id: uuid.UUID | str) -> None:
 
 def prune(*, retention: dict[State, float], now: datetime | None = None, batch: int = 5000) -> int:
     """Delete finished jobs older than their state's retention (seconds), but not the steps
-    of workflows still under way. Returns count."""
+    of workflows still under way, and their result files (jobs/files.py) once the rows are
+    gone. Returns how many jobs."""
     from django.db import connection
+
+    from ..files import PREFIX, delete_files
 
     deleted = 0
     with connection.cursor() as cursor:
@@ -144,11 +147,23 @@ def prune(*, retention: dict[State, float], now: datetime | None = None, batch: 
                               WHERE n.id = jobs_job.workflow_node
                                 AND w.status IN ('running', 'compensating')))
                         LIMIT %(batch)s)
+                    RETURNING id, result #>> '{file,name}'
                     """,
                     {"state": state, "now": now, "seconds": seconds, "batch": batch},
                 )
-                deleted += cursor.rowcount
-                if cursor.rowcount < batch:
+                # Only a job's own folder: a result cannot point pruning at another file.
+                names = [
+                    name
+                    for job_id, name in cursor.fetchall()
+                    if name and name.startswith(f"{PREFIX}/{job_id}/")
+                ]
+                count = cursor.rowcount
+                deleted += count
+                if names:
+                    # After the rows: a file whose row is still there is never missing. A
+                    # crash in between leaves a file nobody links to, never the reverse.
+                    delete_files(names)
+                if count < batch:
                     break
     return deleted
 

@@ -34,6 +34,7 @@ from ..backend import exception_classes, resolve_task
 from ..exceptions import BadPayload, JobsError, TimeLimitExceeded, UnknownTask
 from ..observe import trace_id_of
 from ..payloads import ArgumentCheck, check_result, error_record
+from ..progress import Sink, Tracker
 from ..retry import RetryPolicy, decide
 from ..store import Claimed
 from .config import WorkerConfig
@@ -84,6 +85,8 @@ class Begun:
     started: float
     # The TaskResult handed to the handler's context and to signal receivers, if any.
     running: TaskResult | None = None
+    # The attempt's progress reports (tasks that take a context).
+    progress: Tracker | None = None
 
 
 class Attempts:
@@ -99,6 +102,9 @@ class Attempts:
         self.tasks: dict[str, TaskInfo] = {}
         self.policies: dict[tuple[Any, ...], RetryPolicy] = {}
         self.jobs_done = 0
+        # Where running attempts' progress reports go (the executor's feeder); None keeps
+        # only the last one, which goes with the outcome.
+        self.progress_sink: Sink | None = None
 
     # --- before the handler -----------------------------------------------------------
 
@@ -121,6 +127,8 @@ class Attempts:
             or signals.observed(signals.task_finished)
         ):
             begun.running = _task_result(info.task, row, args, kwargs, self.token)
+            if info.takes_context:
+                begun.progress = Tracker((row.id, row.attempt), self.progress_sink)
             if signals.observed(signals.task_started):
                 _send_robust(signals.task_started, info.task, begun.running)
         return begun
@@ -160,6 +168,8 @@ class Attempts:
             return self.failed(row, exc, begun.started, begun=begun)
         # The id stays a UUID: it becomes text once, in the batch's JSON (feeder.py).
         outcome = {"id": row.id, "attempt": row.attempt, "state": "succeeded", "result": result}
+        if begun.progress is not None and begun.progress.latest is not None:
+            outcome["progress"] = begun.progress.latest
         self._log(row, begun.started, "succeeded")
         if begun.running is not None and signals.observed(signals.task_finished):
             _send_finished(begun, value=value)
@@ -184,6 +194,8 @@ class Attempts:
         self, row: Claimed, error: BaseException, started: float, begun: Begun | None
     ) -> dict[str, Any]:
         outcome: dict[str, Any] = {"id": row.id, "attempt": row.attempt}
+        if begun is not None and begun.progress is not None and begun.progress.latest is not None:
+            outcome["progress"] = begun.progress.latest
         if isinstance(error, UnknownTask):
             return self._unknown_task(row, error, started, outcome)
         if begun is None and isinstance(error, JobsError):

@@ -82,6 +82,7 @@ class Executor:
         if tally is not None:
             # Jobs the handlers enqueue.
             observe.set_enqueued_sink(tally.count_enqueued)
+        self.attempts.progress_sink = self.feeder.report_progress
         self.ctx = Context(index=index, attempts=self.attempts, feeder=self.feeder, slots=slots)
 
     def _on_connect(self, conn: Any) -> None:

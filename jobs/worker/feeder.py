@@ -15,6 +15,9 @@ What it keeps, under one condition variable:
   ``FLUSH_AFTER`` after it began), or before it begins when the job was handed back
   unstarted before or is a retry (``mark_now``), so that a job that takes its whole worker
   down keeps using attempts instead of looping on refunds.
+* ``progress``: the latest progress report of each running attempt (jobs/progress.py),
+  written with the next write once ``WRITE_INTERVAL`` has passed since that job's last
+  one; the attempt's last report goes with its outcome instead.
 
 Rows an executor holds but has not started are never stuck behind a running handler: when
 a lane's handlers have run past the prefetch horizon while rows wait for that lane, or a
@@ -34,7 +37,7 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -43,6 +46,7 @@ import psycopg
 
 from .. import store
 from ..exceptions import BadReturnValue
+from ..progress import WRITE_INTERVAL
 from ..store import Claimed
 from .config import WorkerConfig
 from .db import Connection, is_connection_lost
@@ -124,6 +128,10 @@ class Feeder:
         self.writing: list[dict[str, Any]] = []
         # (id, attempt) of running attempts whose start is written.
         self.marked: set[tuple[uuid.UUID, int]] = set()
+        # (id, attempt) -> latest progress report not written yet, and when each running
+        # attempt's progress was last written (monotonic).
+        self.progress: dict[tuple[uuid.UUID, int], dict[str, Any]] = {}
+        self.progress_written: dict[tuple[uuid.UUID, int], float] = {}
         # Rows taken from the lanes to be given back.
         self.to_release: list[uuid.UUID] = []
         # Sync flushes: lanes wait until written >= the generation they asked for.
@@ -185,12 +193,25 @@ class Feeder:
             while self.written < wanted and not self.finished_all:
                 self.cv.wait(0.5)
 
+    def report_progress(self, key: tuple[uuid.UUID, int], record: dict[str, Any]) -> None:
+        """A running attempt's latest progress: written once its interval has passed."""
+        now = time.monotonic()
+        with self.cv:
+            self.progress[key] = record
+            due = now >= self.progress_written.get(key, 0.0) + WRITE_INTERVAL
+        if due:
+            self._poke()
+
     def finished(self, lane: Lane, entry: int, outcome: dict[str, Any], duration: float) -> None:
         """An attempt ended: queue its outcome and free its slot."""
         with self.cv:
             row, _ = lane.running.pop(entry)
             if self.marked:
                 self.marked.discard((row.id, row.attempt))
+            if self.progress or self.progress_written:
+                # Its last report goes with the outcome.
+                self.progress.pop((row.id, row.attempt), None)
+                self.progress_written.pop((row.id, row.attempt), None)
             if not self.pending:
                 self.pending_since = time.monotonic()
             self.pending.append(outcome)
@@ -274,7 +295,7 @@ class Feeder:
             self._hand_over_held_locked(now)
             self._check_horizon_locked(now)
             releasing, self.to_release = self.to_release, []
-            outcomes, started = self._due_writes_locked(now)
+            outcomes, started, progressed = self._due_writes_locked(now)
             busy = any(lane.running for lane in self.lanes.values())
             waiting = any(lane.queued for lane in self.lanes.values())
             idle = not busy and not waiting and not self.pending and not outcomes
@@ -282,8 +303,8 @@ class Feeder:
             asked = self.asked
         if releasing:
             self._release(releasing)
-        if outcomes or started:
-            self._write(outcomes, started)
+        if outcomes or started or progressed:
+            self._write(outcomes, started, progressed)
             if outcomes:
                 self.empty_since_write = False
                 if self.config.burst or any(o["state"] == "queued" and not o.get("delay") for o in outcomes):
@@ -310,7 +331,9 @@ class Feeder:
 
     # --- writing -----------------------------------------------------------------------
 
-    def _due_writes_locked(self, now: float) -> tuple[list[dict[str, Any]], list[tuple[uuid.UUID, int]]]:
+    def _due_writes_locked(
+        self, now: float
+    ) -> tuple[list[dict[str, Any]], list[tuple[uuid.UUID, int]], list[dict[str, Any]]]:
         idle = not any(lane.running or lane.queued for lane in self.lanes.values())
         urgent = self.asked > self.written
         due = self.pending and (
@@ -326,12 +349,23 @@ class Feeder:
                 key = (row.id, row.attempt)
                 if key not in self.marked and (urgent or now - at >= MARK_AFTER):
                     started.append(key)
-        if not due and not (started and (urgent or self._oldest_unmarked(now) >= FLUSH_AFTER)):
-            return [], []
+        progressed = self._due_progress_locked(now) if self.progress else []
+        marks_due = started and (urgent or self._oldest_unmarked(now) >= FLUSH_AFTER)
+        if not due and not progressed and not marks_due:
+            return [], [], []
         outcomes, self.pending = (self.pending, []) if due or self.pending else ([], [])
         self.writing = outcomes
         self.marked.update(started)
-        return outcomes, started
+        return outcomes, started, progressed
+
+    def _due_progress_locked(self, now: float) -> list[dict[str, Any]]:
+        due = []
+        for key, record in list(self.progress.items()):
+            if now >= self.progress_written.get(key, 0.0) + WRITE_INTERVAL:
+                del self.progress[key]
+                self.progress_written[key] = now
+                due.append({"id": key[0], "attempt": key[1], "progress": record})
+        return due
 
     def _oldest_unmarked(self, now: float) -> float:
         oldest = 0.0
@@ -341,13 +375,21 @@ class Feeder:
                     oldest = max(oldest, now - at)
         return oldest
 
-    def _write(self, outcomes: list[dict[str, Any]], started: list[tuple[uuid.UUID, int]]) -> None:
+    def _write(
+        self,
+        outcomes: list[dict[str, Any]],
+        started: list[tuple[uuid.UUID, int]],
+        progressed: Sequence[dict[str, Any]] = (),
+    ) -> None:
         try:
-            changed = self._record(outcomes, started)
+            changed = self._record(outcomes, started, progressed)
         except BaseException:
             with self.cv:
                 self.pending[:0] = outcomes
                 self.marked.difference_update(started)
+                for item in progressed:
+                    # Unless a newer report came meanwhile.
+                    self.progress.setdefault((item["id"], item["attempt"]), item["progress"])
                 self.writing = []
             raise
         with self.cv:
@@ -381,14 +423,24 @@ class Feeder:
         for task, queue in cancelled:
             self.publisher.tally.count(task, queue, "cancelled")
 
-    def _record(self, outcomes: list[dict[str, Any]], started: list[tuple[uuid.UUID, int]]) -> set[uuid.UUID]:
+    def _record(
+        self,
+        outcomes: list[dict[str, Any]],
+        started: list[tuple[uuid.UUID, int]],
+        progressed: Sequence[dict[str, Any]] = (),
+    ) -> set[uuid.UUID]:
         def write(
-            cursor: Any, batch: list[dict[str, Any]], marks: list[tuple[uuid.UUID, int]]
+            cursor: Any,
+            batch: list[dict[str, Any]],
+            marks: list[tuple[uuid.UUID, int]],
+            progress: Sequence[dict[str, Any]] = (),
         ) -> set[uuid.UUID]:
-            return store.record_outcomes(cursor, worker=self.token, outcomes=batch, started=marks)
+            return store.record_outcomes(
+                cursor, worker=self.token, outcomes=batch, started=marks, progress=progress
+            )
 
         try:
-            return self.db.run(partial(write, batch=outcomes, marks=started))
+            return self.db.run(partial(write, batch=outcomes, marks=started, progress=progressed))
         except psycopg.Error as exc:
             if is_connection_lost(exc):
                 raise
@@ -398,7 +450,7 @@ class Feeder:
         # them one by one, and an outcome that cannot be written at all as a dead job.
         logger.warning("event=outcome_batch_refused count=%d error=%r", len(outcomes), str(failure).strip())
         changed: set[uuid.UUID] = set()
-        self.db.run(partial(write, batch=[], marks=started))
+        self.db.run(partial(write, batch=[], marks=started, progress=progressed))
         for outcome in outcomes:
             try:
                 changed |= self.db.run(partial(write, batch=[outcome], marks=[]))
@@ -676,6 +728,10 @@ class Feeder:
         deadlines = []
         if self.pending:
             deadlines.append(self.pending_since + FLUSH_AFTER)
+        if self.progress:
+            deadlines.append(
+                min(self.progress_written.get(key, 0.0) for key in self.progress) + WRITE_INTERVAL
+            )
         busy = False
         for lane in self.lanes.values():
             if lane.held and lane.has_room:

@@ -29,11 +29,11 @@ from typing import Any
 
 from asgiref.sync import async_to_sync
 from django.db import close_old_connections
-from django.tasks import TaskContext
 
 from .. import otel
 from ..exceptions import SoftTimeLimitExceeded, TimeLimitExceeded
 from ..observe import current_trace
+from ..progress import JobContext
 from ..store import Claimed
 from .attempt import Attempts, Begun
 from .feeder import ASYNC, Feeder, Lane
@@ -104,8 +104,8 @@ def call_async_blocking(begun: Begun) -> Any:
 
 def _args(begun: Begun) -> list[Any]:
     if begun.info.takes_context:
-        assert begun.running is not None
-        return [TaskContext(task_result=begun.running), *begun.args]
+        assert begun.running is not None and begun.progress is not None
+        return [JobContext(task_result=begun.running, progress=begun.progress), *begun.args]
     return begun.args
 
 

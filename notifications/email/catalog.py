@@ -46,6 +46,8 @@ TEMPLATES = {
         EmailTemplate("order_receipt", frozenset({"name", "order_number", "total"}), api=True),
         # The video pipeline demo's last step (demos/).
         EmailTemplate("video_ready", frozenset({"name", "title", "cover"})),
+        # reports.tasks.weekly_report, to each staff member.
+        EmailTemplate("weekly_report", frozenset({"username", "link", "period", "rows"})),
     )
 }
 

@@ -1,0 +1,16 @@
+from django.db import migrations, models
+
+
+class Migration(migrations.Migration):
+    dependencies = [
+        ("jobs", "0012_workflows"),
+    ]
+
+    operations = [
+        # Nullable without a default: adding it rewrites no row.
+        migrations.AddField(
+            model_name="job",
+            name="progress",
+            field=models.JSONField(blank=True, null=True),
+        ),
+    ]

@@ -1,0 +1,99 @@
+"""Progress that a running handler reports: ``context.set_progress(done, total, message)``.
+
+A task with ``takes_context=True`` gets a ``JobContext``. Each call checks the record and
+keeps it as the attempt's latest; the executor's feeder writes the latest one to the job
+row at most every ``WRITE_INTERVAL`` seconds per job, with its other writes and fenced like
+them (running, same claim token, same attempt), and the attempt's last record goes with its
+outcome. So a handler may call it per row: a call costs a check and a dict update.
+
+The row's ``progress`` is ``{"done", "total", "message", "updated_at"}`` (``updated_at``
+by the database's clock when written); readers add ``percent`` (``view``).
+"""
+
+from __future__ import annotations
+
+import math
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.tasks import TaskContext
+
+# Interim writes per job: at most one per this many seconds.
+WRITE_INTERVAL = 0.25
+# Longest message kept (characters); a longer one is cut, not refused.
+MAX_MESSAGE_LENGTH = 500
+
+# (job id, attempt) -> record: where a running attempt's records go (the feeder).
+Sink = Callable[[tuple[uuid.UUID, int], dict[str, Any]], None]
+
+
+def progress_record(done: object, total: object = None, message: object = "") -> dict[str, Any]:
+    """The stored form of one progress report; TypeError or ValueError saying what is wrong."""
+    if isinstance(done, bool) or not isinstance(done, int):
+        raise TypeError(f"progress done must be an int, not {type(done).__name__}")
+    if done < 0:
+        raise ValueError(f"progress done must be >= 0, got {done}")
+    if total is not None:
+        if isinstance(total, bool) or not isinstance(total, int):
+            raise TypeError(f"progress total must be an int or None, not {type(total).__name__}")
+        if total < 0:
+            raise ValueError(f"progress total must be >= 0, got {total}")
+        if done > total:
+            raise ValueError(f"progress done ({done}) is more than total ({total})")
+    if not isinstance(message, str):
+        raise TypeError(f"progress message must be a str, not {type(message).__name__}")
+    # jsonb cannot hold U+0000; a message is text for people.
+    message = message.replace("\x00", "")[:MAX_MESSAGE_LENGTH]
+    return {"done": done, "total": total, "message": message}
+
+
+def percent(done: int, total: int | None) -> int | None:
+    """Whole percent done (rounded down, so 100 means finished); None without a total."""
+    if total is None:
+        return None
+    if total == 0:
+        return 100
+    return min(100, math.floor(done * 100 / total))
+
+
+def view(progress: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A stored record as readers show it: done, total, percent, message, updated_at."""
+    if not isinstance(progress, dict) or "done" not in progress:
+        return None
+    done, total = progress.get("done", 0), progress.get("total")
+    return {
+        "done": done,
+        "total": total,
+        "percent": percent(done, total),
+        "message": progress.get("message", ""),
+        "updated_at": progress.get("updated_at"),
+    }
+
+
+@dataclass(slots=True)
+class Tracker:
+    """One attempt's progress: its latest record, handed to ``sink`` as it changes."""
+
+    key: tuple[uuid.UUID, int]
+    sink: Sink | None = None
+    latest: dict[str, Any] | None = None
+
+    def set(self, done: object, total: object = None, message: object = "") -> None:
+        record = progress_record(done, total, message)
+        self.latest = record
+        if self.sink is not None:
+            self.sink(self.key, record)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class JobContext(TaskContext):  # type: ignore[misc]  # frozen at run time, not in the stubs
+    """Django's TaskContext with ``set_progress``."""
+
+    progress: Tracker = field(repr=False)
+
+    def set_progress(self, done: int, total: int | None = None, message: str = "") -> None:
+        """Report ``done`` of ``total`` units (None: not known yet), with an optional
+        message. Cheap: the row is written at most a few times a second."""
+        self.progress.set(done, total, message)

@@ -1,0 +1,1 @@
+"""Reports and imports: long jobs with live progress and files to download."""

@@ -1,0 +1,46 @@
+"""The reports and imports pages: server-rendered, with a little script that starts the
+work through the API and polls the status until the file is ready."""
+
+from __future__ import annotations
+
+import uuid
+
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.views.decorators.csrf import ensure_csrf_cookie
+
+from . import reporting, selectors, uploads
+
+
+@login_required
+@ensure_csrf_cookie
+def reports_page(request: HttpRequest) -> HttpResponse:
+    try:
+        focus = str(uuid.UUID(request.GET.get("job", "")))
+    except ValueError:
+        focus = ""
+    return render(
+        request,
+        "reports/reports.html",
+        {
+            "kinds": reporting.kinds_for(request.user),
+            "recent": selectors.recent_reports(user=request.user),
+            # A link from the weekly email: that job is shown (and polled) first.
+            "focus_job": focus,
+        },
+    )
+
+
+@login_required
+@ensure_csrf_cookie
+def imports_page(request: HttpRequest) -> HttpResponse:
+    return render(
+        request,
+        "reports/imports.html",
+        {
+            "recent": selectors.recent_imports(user=request.user),
+            "max_bytes": uploads.max_bytes(),
+            "columns": uploads.COLUMNS,
+        },
+    )
