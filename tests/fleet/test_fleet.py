@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 import subprocess
 from pathlib import Path
 
@@ -73,9 +74,23 @@ def local_ports(pids: list[int]) -> set[int]:
 
 def connections_of(worker: WorkerProcess) -> int:
     """Backends of the test database whose client is a process of this worker."""
+    return connections_from([worker.pid, *children_of(worker.pid)])
+
+
+def worker_connections() -> int:
+    """Backends of the test database whose client is any live runworker process here."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        with contextlib.suppress(OSError):
+            if entry.name.isdigit() and b"runworker" in (entry / "cmdline").read_bytes():
+                pids.append(int(entry.name))
+    return connections_from(pids)
+
+
+def connections_from(pids: list[int]) -> int:
     from django.db import connection
 
-    ports = local_ports([worker.pid, *children_of(worker.pid)])
+    ports = local_ports(pids)
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT count(*) FROM pg_stat_activity"
@@ -99,3 +114,7 @@ def test_a_worker_host_holds_the_documented_connections(tmp_path: Path) -> None:
         wait_until(lambda: len(side_effect_counts()) == 20)
         wait_until(lambda: connections_of(worker) == expected, message=f"{expected} connections")
         assert connections_of(worker) == expected
+        # A worker that stops leaves none behind.
+        worker.signal(signal.SIGTERM)
+        assert worker.wait() == 0
+    wait_until(lambda: worker_connections() == 0, message="the stopped worker's connections closed")
