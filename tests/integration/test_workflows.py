@@ -6,8 +6,11 @@ connection; the advancing happens in the statement that records their outcomes.
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 from django.db import connection, transaction
+from django.utils import timezone
 
 from jobs.models import Job, WorkflowNode
 from jobs.states import State
@@ -156,6 +159,8 @@ def test_bad_canvases_and_arguments_are_refused_at_enqueue_and_leave_nothing() -
         step(len)  # type: ignore[arg-type]
     with pytest.raises(InvalidCanvas):
         wait_signal("approval", timeout=-1)
+    with pytest.raises(InvalidCanvas, match="run_after"):
+        chain(step(t.add, 1, 2).using(run_after=timezone.now() + timedelta(hours=1))).enqueue()
     # times() after add() gets one argument more than it can take.
     with pytest.raises(Exception, match="signature"):
         chain(step(t.add, 1, 2), step(t.times, 3, 4)).enqueue()
