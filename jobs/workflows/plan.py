@@ -91,6 +91,10 @@ class Plan:
             raise InvalidCanvas(f"every step of a workflow uses one backend; {task.name} does not")
         if getattr(task, "dedupe_key", None) is not None:
             raise InvalidCanvas(f"{task.name}: a workflow step cannot have a dedupe key")
+        if task.run_after is not None:
+            raise InvalidCanvas(
+                f"{task.name}: a workflow step runs when its inputs exist, so it takes no run_after"
+            )
         template = self._templates.get(id(task))
         if template is None:
             template = self._templates[id(task)] = self.backend._template(task)
@@ -98,4 +102,4 @@ class Plan:
         job = self.backend._new_job(task, template, args, node.kwargs)
         if has_input:
             job = replace(job, args=dump_payload("args", list(node.args)))
-        return replace(job, workflow_node=parent, workflow_position=position, run_at=None)
+        return replace(job, workflow_node=parent, workflow_position=position)
