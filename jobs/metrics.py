@@ -44,35 +44,20 @@ REQUEST_DURATION = Histogram(
 )
 ENQUEUED = Counter(f"{PREFIX}enqueued", "Jobs enqueued, by task.", ["task"], registry=REGISTRY)
 
-# One statement, one branch per state, each on its state's partial index (claimable,
-# scheduled, lease, finished): the cost follows the unfinished rows and the dead letter,
-# never the table's history of finished jobs.
-_QUEUE_SQL = """
-SELECT queue_name, 'queued', count(*), extract(epoch FROM now() - min(run_at))
-  FROM jobs_job WHERE state = 'queued' GROUP BY queue_name
-UNION ALL
-SELECT queue_name, CASE WHEN attempt > 0 THEN 'retrying' ELSE 'scheduled' END, count(*), NULL
-  FROM jobs_job WHERE state = 'scheduled' GROUP BY 1, 2
-UNION ALL
-SELECT queue_name, 'running', count(*), NULL FROM jobs_job WHERE state = 'running' GROUP BY queue_name
-UNION ALL
-SELECT queue_name, 'dead', count(*), NULL FROM jobs_job WHERE state = 'dead' GROUP BY queue_name
-"""
-
-
 def queue_gauges() -> list[dict[str, Any]]:
     """Per queue: queued, scheduled, retrying (scheduled after a failed attempt), running,
-    dead, oldest_due_age_s (of the queued jobs; 0 when none) and paused. Every configured
-    queue is listed, with zeros when it is empty."""
+    dead, oldest_due_age_s (of the queued jobs; 0 when none) and paused, from the console's
+    aggregates (jobs.stats.queue_stats: no job row is counted at scrape time). Every
+    configured queue is listed, with zeros when it is empty."""
+    from .stats import queue_stats
+
     configured = settings.TASKS["default"].get("QUEUES") or ["default"]
     stats: dict[str, dict[str, Any]] = {name: _empty(name) for name in configured}
-    with connection.cursor() as cursor:
-        cursor.execute(_QUEUE_SQL)
-        for queue, state, count, age in cursor.fetchall():
-            entry = stats.setdefault(queue, _empty(queue))
-            entry[state] += count
-            if age is not None:
-                entry["oldest_due_age_s"] = max(float(age), 0.0)
+    for queue, values in queue_stats()["queues"].items():
+        entry = stats.setdefault(queue, _empty(queue))
+        entry.update({state: values[state] for state in GAUGE_STATES})
+        entry["oldest_due_age_s"] = max(float(values["oldest_due_age_s"] or 0.0), 0.0)
+        entry["paused"] = bool(values["paused"])
     return [stats[name] for name in sorted(stats)]
 
 
@@ -84,7 +69,6 @@ def workers_alive() -> int:
 
 
 def _empty(queue: str) -> dict[str, Any]:
-    # No queue can be paused yet: the key keeps the shape the console's statistics have.
     return {"queue": queue, **dict.fromkeys(GAUGE_STATES, 0), "oldest_due_age_s": 0.0, "paused": False}
 
 
