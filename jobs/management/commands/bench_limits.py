@@ -37,7 +37,7 @@ class Command(BaseCommand):
             (f"rate-limited {options['rate']}, 2 workers x 2, jobs/s", limited["per_s"], ""),
             ("  busiest 1-second window, jobs", limited["busiest_1s_window"], ""),
             ("drain unlimited, 2 executors, jobs/s", statistics.median(alone), alone),
-            ("  same, 5,000 limited jobs waiting", statistics.median(beside), beside),
+            ("  same, 5,000 jobs of 100 keys waiting on limits", statistics.median(beside), beside),
         ]
         self.stdout.write(f"{'measure':<46}{'median':>10}   runs")
         for name, value, runs in rows:
