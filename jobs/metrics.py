@@ -44,6 +44,7 @@ REQUEST_DURATION = Histogram(
 )
 ENQUEUED = Counter(f"{PREFIX}enqueued", "Jobs enqueued, by task.", ["task"], registry=REGISTRY)
 
+
 def queue_gauges() -> list[dict[str, Any]]:
     """Per queue: queued, scheduled, retrying (scheduled after a failed attempt), running,
     dead, oldest_due_age_s (of the queued jobs; 0 when none) and paused, from the console's
