@@ -159,7 +159,9 @@ def _unfinished() -> int:
     for _ in range(60):
         try:
             with connection.cursor() as cursor:
-                cursor.execute("SELECT count(*) FROM jobs_job WHERE state IN ('scheduled', 'queued', 'running')")
+                cursor.execute(
+                    "SELECT count(*) FROM jobs_job WHERE state IN ('scheduled', 'queued', 'running')"
+                )
                 return int(cursor.fetchone()[0])
         except Exception:  # noqa: BLE001 - the database may be restarting
             connection.close()

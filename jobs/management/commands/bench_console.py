@@ -21,6 +21,7 @@ from django.test import Client
 from django.test.utils import override_settings
 
 from jobs import stats
+from jobs.management.bench import add_force_option, require_bench_database
 
 FILL = """
 INSERT INTO jobs_job (id, task_path, queue_name, priority, state, args, kwargs, run_at, attempt,
@@ -70,16 +71,10 @@ class Command(BaseCommand):
         parser.add_argument("--backlog", type=int, default=20_000, help="queued jobs to insert")
         parser.add_argument("--repeat", type=int, default=5, help="requests per figure (median)")
         parser.add_argument("--keep", action="store_true", help="reuse the rows of the previous run")
-        parser.add_argument(
-            "--force", action="store_true", help="run even if the database name lacks 'bench'"
-        )
+        add_force_option(parser)
 
     def handle(self, *args: Any, **options: Any) -> None:
-        name = connection.settings_dict["NAME"]
-        if "bench" not in name and not options["force"]:
-            raise CommandError(
-                f"bench_console empties the job table; {name!r} does not look like a benchmark database"
-            )
+        require_bench_database(options, empties="the job table", suite="console")
         if not options["keep"]:
             self._fill(options["rows"], options["backlog"])
         user, _ = get_user_model().objects.get_or_create(

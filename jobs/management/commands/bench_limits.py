@@ -1,10 +1,10 @@
 import statistics
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
-from django.db import connection
+from django.core.management.base import BaseCommand, CommandParser
 
 from jobs import benchmark
+from jobs.management.bench import add_force_option, require_bench_database
 
 
 class Command(BaseCommand):
@@ -19,11 +19,10 @@ class Command(BaseCommand):
         parser.add_argument("--seconds", type=float, default=30.0, help="measured window of that run")
         parser.add_argument("--drain", type=int, default=20_000, help="unlimited jobs per drain")
         parser.add_argument("--runs", type=int, default=3, help="drain runs (median)")
-        parser.add_argument("--force", action="store_true", help="run on a database not named *bench*")
+        add_force_option(parser)
 
     def handle(self, *args: Any, **options: Any) -> None:
-        if "bench" not in connection.settings_dict["NAME"] and not options["force"]:
-            raise CommandError("the benchmark empties the job table; use scripts/bench limits (or --force)")
+        require_bench_database(options, empties="the job table", suite="limits")
         alone, beside = [], []
         for run in range(options["runs"]):
             self.stderr.write(f"drain run {run + 1}/{options['runs']}")

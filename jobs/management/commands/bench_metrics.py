@@ -4,9 +4,9 @@ import statistics
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-from django.db import connection
 
 from jobs import benchmark
+from jobs.management.bench import add_force_option, require_bench_database
 
 
 class Command(BaseCommand):
@@ -19,17 +19,10 @@ class Command(BaseCommand):
         parser.add_argument("--runs", type=int, default=3)
         parser.add_argument("--drain", type=int, default=20_000, help="jobs drained per measurement")
         parser.add_argument("--concurrency", type=int, default=2, help="executor processes")
-        parser.add_argument(
-            "--force", action="store_true", help="run even if the database name lacks 'bench'"
-        )
+        add_force_option(parser)
 
     def handle(self, *args: Any, **options: Any) -> None:
-        name = connection.settings_dict["NAME"]
-        if "bench" not in name and not options["force"]:
-            raise CommandError(
-                f"the benchmark empties the job table; database {name!r} does not look like a "
-                "benchmark database (use scripts/bench metrics, or --force)"
-            )
+        require_bench_database(options, empties="the job table", suite="metrics")
         if options["runs"] < 1 or options["drain"] < 1 or options["concurrency"] < 1:
             raise CommandError("--runs, --drain and --concurrency must be at least 1")
         rates: dict[str, list[float]] = {"off": [], "on": []}

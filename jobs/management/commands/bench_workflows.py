@@ -1,8 +1,8 @@
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-from django.db import connection
 
+from jobs.management.bench import add_force_option, require_bench_database
 from jobs.workflows import benchmark
 
 
@@ -16,17 +16,10 @@ class Command(BaseCommand):
         parser.add_argument("--runs", type=int, default=1)
         parser.add_argument("--members", type=int, default=10_000, help="members of the group")
         parser.add_argument("--concurrency", type=int, default=2, help="executor processes of the worker")
-        parser.add_argument(
-            "--force", action="store_true", help="run even if the database name lacks 'bench'"
-        )
+        add_force_option(parser)
 
     def handle(self, *args: Any, **options: Any) -> None:
-        name = connection.settings_dict["NAME"]
-        if "bench" not in name and not options["force"]:
-            raise CommandError(
-                f"the workflow benchmark empties the job and workflow tables; database {name!r} does not "
-                "look like a benchmark database (use scripts/bench workflows, or --force)"
-            )
+        require_bench_database(options, empties="the job and workflow tables", suite="workflows")
         if options["runs"] < 1 or options["members"] < 1 or options["concurrency"] < 1:
             raise CommandError("--runs, --members and --concurrency must be at least 1")
         figures = benchmark.run(

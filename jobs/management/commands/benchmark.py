@@ -2,10 +2,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError, CommandParser
-from django.db import connection
+from django.core.management.base import BaseCommand, CommandParser
 
 from jobs import benchmark
+from jobs.management.bench import add_force_option, require_bench_database
 
 
 class Command(BaseCommand):
@@ -21,17 +21,10 @@ class Command(BaseCommand):
             "--memory", type=int, default=100_000, help="jobs run by one executor for the memory check (once)"
         )
         parser.add_argument("--json", default="bench-results/latest.json", help="where to write results")
-        parser.add_argument(
-            "--force", action="store_true", help="run even if the database name lacks 'bench'"
-        )
+        add_force_option(parser)
 
     def handle(self, *args: Any, **options: Any) -> None:
-        name = connection.settings_dict["NAME"]
-        if "bench" not in name and not options["force"]:
-            raise CommandError(
-                f"the benchmark empties the job table; database {name!r} does not look like a "
-                "benchmark database (use scripts/bench, or --force)"
-            )
+        require_bench_database(options, empties="the job table", suite="core")
         report = benchmark.run(
             runs=options["runs"],
             single=options["single"],

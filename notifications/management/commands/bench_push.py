@@ -1,8 +1,8 @@
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-from django.db import connection
 
+from jobs.management.bench import add_force_option, require_bench_database
 from notifications.push import benchmark
 
 
@@ -17,17 +17,10 @@ class Command(BaseCommand):
         parser.add_argument(
             "--count", type=int, default=5_000, help="devices (one push each) per measurement"
         )
-        parser.add_argument(
-            "--force", action="store_true", help="run even if the database name lacks 'bench'"
-        )
+        add_force_option(parser)
 
     def handle(self, *args: Any, **options: Any) -> None:
-        name = connection.settings_dict["NAME"]
-        if "bench" not in name and not options["force"]:
-            raise CommandError(
-                f"the push benchmark empties the job and push tables; database {name!r} does not look like "
-                "a benchmark database (use a *bench* database, or --force)"
-            )
+        require_bench_database(options, empties="the job and push tables", suite="push")
         if options["runs"] < 1 or options["count"] < 1:
             raise CommandError("--runs and --count must be at least 1")
         figures = benchmark.run(runs=options["runs"], count=options["count"], echo=self.stderr.write)

@@ -1,8 +1,8 @@
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-from django.db import connection
 
+from jobs.management.bench import add_force_option, require_bench_database
 from reports import benchmark
 
 
@@ -18,17 +18,10 @@ class Command(BaseCommand):
         parser.add_argument(
             "--import-rows", type=int, default=100_000, help="rows of the imported CSV (default 100,000)"
         )
-        parser.add_argument(
-            "--force", action="store_true", help="run even if the database name lacks 'bench'"
-        )
+        add_force_option(parser)
 
     def handle(self, *args: Any, **options: Any) -> None:
-        name = connection.settings_dict["NAME"]
-        if "bench" not in name and not options["force"]:
-            raise CommandError(
-                f"the reports benchmark empties the job and reports tables; database {name!r} does not look "
-                "like a benchmark database (use a *bench* database, or --force)"
-            )
+        require_bench_database(options, empties="the job and reports tables", suite="reports")
         if options["rows"] < 10 or options["import_rows"] < 1:
             raise CommandError("--rows must be at least 10 and --import-rows at least 1")
         figures = benchmark.run(
