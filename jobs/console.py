@@ -196,7 +196,7 @@ def search(queryset: QuerySet[Job], term: str) -> QuerySet[Job]:
         return queryset
     clauses = [
         "(dedupe_key = %s AND dedupe_key IS NOT NULL)",
-        "(trace_id = %s AND trace_id <> encode(uuid_send(id), 'hex'))",
+        "(trace_id = %s AND trace_id <> '' AND trace_id <> encode(uuid_send(id), 'hex'))",
     ]
     params: list[Any] = [term, term]
     if _HEX_ID.match(term):

@@ -140,7 +140,7 @@ DROP TABLE IF EXISTS jobs_throughput;
 SEARCH_INDEXES = """
 CREATE EXTENSION IF NOT EXISTS pg_trgm;
 CREATE INDEX jobs_job_console_trace ON jobs_job (trace_id)
-    WHERE trace_id <> encode(uuid_send(id), 'hex');
+    WHERE trace_id <> '' AND trace_id <> encode(uuid_send(id), 'hex');
 CREATE INDEX jobs_job_console_dedupe ON jobs_job (dedupe_key) WHERE dedupe_key IS NOT NULL;
 CREATE INDEX jobs_job_console_error ON jobs_job USING gin (last_error gin_trgm_ops)
     WHERE last_error <> '';
