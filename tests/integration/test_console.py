@@ -390,3 +390,23 @@ def test_the_dashboard_needs_the_view_permission(django_user_model) -> None:
     client = Client()
     client.force_login(user)
     assert client.get(DASHBOARD).status_code == 403
+
+
+def test_throughput_counts_each_ended_attempt_once() -> None:
+    from jobs import stats as job_stats
+
+    def totals() -> tuple[int, int]:
+        series = job_stats.throughput(since=timedelta(hours=1))
+        return sum(ok for _, ok, _ in series), sum(bad for _, _, bad in series)
+
+    factories.job(State.QUEUED, task_path="tests.tasks.basic.fail_always", max_attempts=2)
+    factories.job(State.QUEUED)
+    factories.run_due()
+    assert totals() == (1, 1)  # one success, one failed attempt now waiting for its retry
+    later = timezone.now() + timedelta(minutes=5)
+    factories.run_due(now=later)  # its retry comes due (no new failure) and fails for good
+    assert totals() == (1, 2)
+    [top] = job_stats.top_failing(since=timedelta(hours=1))
+    assert (top["task"], top["failures"], top["last_error"]) == ("tests.tasks.basic.fail_always", 2, "boom")
+    job_stats.compact()
+    assert totals() == (1, 2)
