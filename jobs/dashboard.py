@@ -62,7 +62,7 @@ def snapshot(*, now: datetime | None = None) -> dict[str, Any]:
     hour = stats.throughput(since=timedelta(hours=1), step_minutes=1, now=now)
     day = stats.throughput(since=timedelta(days=1), step_minutes=15, now=now)
     failing = [
-        {**row, "url": f"{changelist}?{urlencode({'task': row['task']})}"}
+        {**row, "url": f"{changelist}?{urlencode({'task': row['task'], 'state': 'dead'})}"}
         for row in stats.top_failing(since=timedelta(hours=1), now=now)
     ]
     cutoff = (now or timezone.now()) - timedelta(seconds=EXPIRE_AFTER_SECONDS)

@@ -189,14 +189,6 @@ class Migration(migrations.Migration):
         ),
         migrations.AddIndex(
             model_name='job',
-            index=models.Index(condition=models.Q(('state__in', ['succeeded', 'dead', 'cancelled', 'expired'])), fields=['queue_name', 'id'], name='jobs_job_console_queue'),
-        ),
-        migrations.AddIndex(
-            model_name='job',
-            index=models.Index(condition=models.Q(('state__in', ['succeeded', 'dead', 'cancelled', 'expired'])), fields=['task_path', 'id'], name='jobs_job_console_task'),
-        ),
-        migrations.AddIndex(
-            model_name='job',
             index=models.Index(condition=models.Q(('attempt__gt', 0), ('state__in', ['queued', 'scheduled'])), fields=['id'], name='jobs_job_console_retrying'),
         ),
         migrations.RunSQL(STATS_TRIGGERS, reverse_sql=DROP_STATS_TRIGGERS),
