@@ -305,9 +305,9 @@ def test_editing_needs_its_own_permission(django_user_model) -> None:
 def test_replaying_everything_matching_the_filter_is_confirmed_with_the_count_and_capped(
     admin_client: Client, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from jobs import admin as jobs_admin
+    from jobs import console_actions
 
-    monkeypatch.setattr(jobs_admin, "BULK_CAP", 5)
+    monkeypatch.setattr(console_actions, "BULK_CAP", 5)
     factories.insert_finished(7, state=State.DEAD)
     factories.insert_finished(3, state=State.SUCCEEDED)
     one = Job.objects.filter(state=State.DEAD).first()
