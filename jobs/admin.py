@@ -2,7 +2,7 @@
 needs its own permission (jobs.Job's Meta) and is written to Django's admin log.
 
 The list at a million rows is jobs/console.py (filters, search, counts without COUNT);
-the dashboard is jobs/dashboard.py; the actions' pages are here.
+the dashboard is jobs/dashboard.py; the actions are jobs/console_actions.py.
 """
 
 from __future__ import annotations
