@@ -113,7 +113,8 @@ def chart(
         bars,
     )
     return format_html(
-        "<svg class='chart' viewBox='0 0 {} {}' width='{}' height='{}' role='img' aria-label='{}'>"
-        "{}<text x='0' y='10' class='axis'>max {} {}</text></svg>",
-        width, height + 2, width, height + 2, f"jobs {label}", body, top, label,
+        # Scaled to its column (the viewBox stretches); the label is HTML, so it keeps its size.
+        "<p class='axis'>max {} {}</p><svg class='chart' viewBox='0 0 {} {}' preserveAspectRatio='none' "
+        "width='100%' height='{}' role='img' aria-label='{}'>{}</svg>",
+        top, label, width, height, height, f"jobs {label}", body,
     )  # fmt: skip

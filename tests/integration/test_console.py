@@ -380,7 +380,7 @@ def test_the_dashboard_shows_counts_throughput_workers_and_failing_tasks(admin_c
     assert '<td><a href="/admin/jobs/job/?queue=email">email</a></td>' in page
     assert "Last hour: 2 succeeded, 1 failed" in page
     assert "tests.tasks.basic.fail_always" in page
-    assert "<svg class='chart'" in page
+    assert "<svg class='chart'" in page and "max 3 per minute" in page
     body = admin_client.get(DASHBOARD + "?part=body").content.decode()
     assert "<html" not in body and "Queues" in body
 
