@@ -62,7 +62,7 @@ def snapshot(*, now: datetime | None = None) -> dict[str, Any]:
     hour = stats.throughput(since=timedelta(hours=1), step_minutes=1, now=now)
     day = stats.throughput(since=timedelta(days=1), step_minutes=15, now=now)
     failing = [
-        {**row, "url": f"{changelist}?{urlencode({'task': row['task']})}"}
+        {**row, "url": f"{changelist}?{urlencode({'task': row['task'], 'state': 'dead'})}"}
         for row in stats.top_failing(since=timedelta(hours=1), now=now)
     ]
     cutoff = (now or timezone.now()) - timedelta(seconds=EXPIRE_AFTER_SECONDS)
@@ -113,7 +113,8 @@ def chart(
         bars,
     )
     return format_html(
-        "<svg class='chart' viewBox='0 0 {} {}' width='{}' height='{}' role='img' aria-label='{}'>"
-        "{}<text x='0' y='10' class='axis'>max {} {}</text></svg>",
-        width, height + 2, width, height + 2, f"jobs {label}", body, top, label,
+        # Scaled to its column (the viewBox stretches); the label is HTML, so it keeps its size.
+        "<p class='axis'>max {} {}</p><svg class='chart' viewBox='0 0 {} {}' preserveAspectRatio='none' "
+        "width='100%' height='{}' role='img' aria-label='{}'>{}</svg>",
+        top, label, width, height, height, f"jobs {label}", body,
     )  # fmt: skip

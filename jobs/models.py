@@ -197,23 +197,14 @@ class Job(models.Model):
                 condition=models.Q(state__in=FINISHED_STATES),
             ),
             # The console's list of finished jobs (what a long-running system is mostly made
-            # of), newest first, by state, queue or task: ids are time-ordered, so the primary
-            # key serves the unfiltered list and time ranges. Only finished rows, so each job
-            # writes these once, when it finishes, not at every transition; unfinished jobs
-            # are listed through the partial indexes above (few, next to the finished ones).
+            # of) by state, newest first: ids are time-ordered, so the primary key serves the
+            # unfinished list, time ranges, and queue or task filters (walking back through
+            # the newest rows). Only finished rows, so each job writes it once, when it
+            # finishes; unfinished jobs are listed through the partial indexes above. One
+            # index: each one more would cost every finishing job another index insert.
             models.Index(
                 fields=["state", "id"],
                 name="jobs_job_console_state",
-                condition=models.Q(state__in=FINISHED_STATES),
-            ),
-            models.Index(
-                fields=["queue_name", "id"],
-                name="jobs_job_console_queue",
-                condition=models.Q(state__in=FINISHED_STATES),
-            ),
-            models.Index(
-                fields=["task_path", "id"],
-                name="jobs_job_console_task",
                 condition=models.Q(state__in=FINISHED_STATES),
             ),
             # The console's "retrying" filter: only rows waiting after a failed attempt, so

@@ -54,44 +54,47 @@ BEGIN
 END
 $$;
 
--- One statement: the buckets' changes, and (only when jobs left 'running') the attempts
--- that ended. An attempt ended when its job left 'running' for anything but a cancel:
--- succeeded, or failed (dead, or back to wait with the attempt used: a retry, a lost
--- worker). A job given back unstarted or snoozed got its attempt back: neither.
+-- One pass over the statement's rows, old ones counted -1 and new ones +1, per (queue, task,
+-- bucket): the net changes are the buckets' deltas, and the attempts that ended are the net
+-- arrivals in 'succeeded' and in 'dead' or 'retrying' (failed: dead, or waiting for a retry
+-- after a failed attempt or a lost worker). A job that only moves between buckets of the
+-- same kind (a retry coming due) nets out; one given back unstarted or snoozed got its
+-- attempt back and arrives as 'queued' (unless it had failed before: rare, counted). No
+-- join of the old rows with the new: that would cost the hot statements per row.
 CREATE OR REPLACE FUNCTION jobs_count_updated() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
     WITH moved AS (
-        SELECT queue_name, bucket, sum(delta) AS delta
-        FROM (SELECT queue_name,
+        SELECT queue_name, task_path, bucket, sum(delta) AS delta,
+               (array_agg(last_error ORDER BY id DESC)
+                    FILTER (WHERE delta > 0 AND bucket IN ('dead', 'retrying')))[1] AS last_error,
+               (array_agg(id ORDER BY id DESC)
+                    FILTER (WHERE delta > 0 AND bucket IN ('dead', 'retrying')))[1] AS last_job_id
+        FROM (SELECT queue_name, task_path,
                      CASE WHEN state IN ('queued', 'scheduled') AND attempt > 0 THEN 'retrying'
                           ELSE state END AS bucket,
-                     -1 AS delta
+                     -1 AS delta, NULL::text AS last_error, NULL::uuid AS id
               FROM old_rows
               UNION ALL
-              SELECT queue_name,
+              SELECT queue_name, task_path,
                      CASE WHEN state IN ('queued', 'scheduled') AND attempt > 0 THEN 'retrying'
                           ELSE state END,
-                     1
+                     1, last_error, id
               FROM new_rows) AS changes
-        GROUP BY 1, 2
+        GROUP BY 1, 2, 3
         HAVING sum(delta) <> 0
     ), counted AS (
-        INSERT INTO jobs_queue_count (queue_name, bucket, delta) SELECT queue_name, bucket, delta FROM moved
+        INSERT INTO jobs_queue_count (queue_name, bucket, delta)
+        SELECT queue_name, bucket, sum(delta) FROM moved GROUP BY 1, 2
     )
     INSERT INTO jobs_throughput (minute, queue_name, task_path, succeeded, failed, last_error, last_job_id)
-    SELECT date_trunc('minute', statement_timestamp()), n.queue_name, n.task_path,
-           count(*) FILTER (WHERE n.state = 'succeeded'),
-           count(*) FILTER (WHERE n.state <> 'succeeded'),
-           coalesce((array_agg(n.last_error ORDER BY n.id DESC) FILTER (WHERE n.state <> 'succeeded'))[1], ''),
-           (array_agg(n.id ORDER BY n.id DESC) FILTER (WHERE n.state <> 'succeeded'))[1]
-    FROM new_rows n
-    JOIN old_rows o ON o.id = n.id
-    WHERE EXISTS (SELECT 1 FROM moved WHERE bucket = 'running' AND delta < 0)
-      AND o.state = 'running'
-      AND (n.state IN ('succeeded', 'dead')
-           OR (n.state IN ('queued', 'scheduled') AND n.attempt = o.attempt))
-    GROUP BY n.queue_name, n.task_path;
+    SELECT date_trunc('minute', statement_timestamp()), queue_name, task_path,
+           coalesce(sum(delta) FILTER (WHERE bucket = 'succeeded'), 0),
+           coalesce(sum(delta) FILTER (WHERE bucket <> 'succeeded'), 0),
+           coalesce(max(last_error), ''), (array_agg(last_job_id) FILTER (WHERE last_job_id IS NOT NULL))[1]
+    FROM moved
+    WHERE delta > 0 AND bucket IN ('succeeded', 'dead', 'retrying')
+    GROUP BY queue_name, task_path;
     RETURN NULL;
 END
 $$;
@@ -140,7 +143,7 @@ DROP TABLE IF EXISTS jobs_throughput;
 SEARCH_INDEXES = """
 CREATE EXTENSION IF NOT EXISTS pg_trgm;
 CREATE INDEX jobs_job_console_trace ON jobs_job (trace_id)
-    WHERE trace_id <> encode(uuid_send(id), 'hex');
+    WHERE trace_id <> '' AND trace_id <> encode(uuid_send(id), 'hex');
 CREATE INDEX jobs_job_console_dedupe ON jobs_job (dedupe_key) WHERE dedupe_key IS NOT NULL;
 CREATE INDEX jobs_job_console_error ON jobs_job USING gin (last_error gin_trgm_ops)
     WHERE last_error <> '';
@@ -183,14 +186,6 @@ class Migration(migrations.Migration):
         migrations.AddIndex(
             model_name='job',
             index=models.Index(condition=models.Q(('state__in', ['succeeded', 'dead', 'cancelled', 'expired'])), fields=['state', 'id'], name='jobs_job_console_state'),
-        ),
-        migrations.AddIndex(
-            model_name='job',
-            index=models.Index(condition=models.Q(('state__in', ['succeeded', 'dead', 'cancelled', 'expired'])), fields=['queue_name', 'id'], name='jobs_job_console_queue'),
-        ),
-        migrations.AddIndex(
-            model_name='job',
-            index=models.Index(condition=models.Q(('state__in', ['succeeded', 'dead', 'cancelled', 'expired'])), fields=['task_path', 'id'], name='jobs_job_console_task'),
         ),
         migrations.AddIndex(
             model_name='job',

@@ -305,9 +305,9 @@ def test_editing_needs_its_own_permission(django_user_model) -> None:
 def test_replaying_everything_matching_the_filter_is_confirmed_with_the_count_and_capped(
     admin_client: Client, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from jobs import admin as jobs_admin
+    from jobs import console_actions
 
-    monkeypatch.setattr(jobs_admin, "BULK_CAP", 5)
+    monkeypatch.setattr(console_actions, "BULK_CAP", 5)
     factories.insert_finished(7, state=State.DEAD)
     factories.insert_finished(3, state=State.SUCCEEDED)
     one = Job.objects.filter(state=State.DEAD).first()
@@ -380,7 +380,7 @@ def test_the_dashboard_shows_counts_throughput_workers_and_failing_tasks(admin_c
     assert '<td><a href="/admin/jobs/job/?queue=email">email</a></td>' in page
     assert "Last hour: 2 succeeded, 1 failed" in page
     assert "tests.tasks.basic.fail_always" in page
-    assert "<svg class='chart'" in page
+    assert "<svg class='chart'" in page and "max 3 per minute" in page
     body = admin_client.get(DASHBOARD + "?part=body").content.decode()
     assert "<html" not in body and "Queues" in body
 
@@ -390,3 +390,23 @@ def test_the_dashboard_needs_the_view_permission(django_user_model) -> None:
     client = Client()
     client.force_login(user)
     assert client.get(DASHBOARD).status_code == 403
+
+
+def test_throughput_counts_each_ended_attempt_once() -> None:
+    from jobs import stats as job_stats
+
+    def totals() -> tuple[int, int]:
+        series = job_stats.throughput(since=timedelta(hours=1))
+        return sum(ok for _, ok, _ in series), sum(bad for _, _, bad in series)
+
+    factories.job(State.QUEUED, task_path="tests.tasks.basic.fail_always", max_attempts=2)
+    factories.job(State.QUEUED)
+    factories.run_due()
+    assert totals() == (1, 1)  # one success, one failed attempt now waiting for its retry
+    later = timezone.now() + timedelta(minutes=5)
+    factories.run_due(now=later)  # its retry comes due (no new failure) and fails for good
+    assert totals() == (1, 2)
+    [top] = job_stats.top_failing(since=timedelta(hours=1))
+    assert (top["task"], top["failures"], top["last_error"]) == ("tests.tasks.basic.fail_always", 2, "boom")
+    job_stats.compact()
+    assert totals() == (1, 2)
