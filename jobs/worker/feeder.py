@@ -65,6 +65,8 @@ MARK_AFTER = 0.002
 # After a claim that found nothing, the next one waits for a wake-up or the poll interval;
 # after a failed statement, this long.
 RETRY_AFTER = 1.0
+# An empty claim right after one that found jobs is followed by one more this soon.
+RECHECK_AFTER = 0.05
 # Weight of the newest duration in a queue's running average.
 EWMA = 0.2
 
@@ -144,6 +146,8 @@ class Feeder:
         # When the jobs a rate kept waiting come back (monotonic, a heap): this executor
         # promotes and claims then, rather than wait for housekeeping and a NOTIFY.
         self.rate_turns: list[float] = []
+        # Whether the last claim found jobs.
+        self.claimed_last = False
         # Burst mode ends once a claim made after the last write found nothing.
         self.empty_since_write = False
         self.crashed = False
@@ -533,7 +537,12 @@ class Feeder:
         if not rows and all(quotas):
             with self.cv:
                 self.empty_since_write = True
-                self.idle_until = time.monotonic() + self.config.poll_interval
+                # Right after a claim that found jobs, look once more soon: a job committed
+                # just after that claim may have sent no wake-up (enqueue notifies only a
+                # queue's first due job, and the job just claimed was still due then).
+                again = RECHECK_AFTER if self.claimed_last else self.config.poll_interval
+                self.idle_until = time.monotonic() + min(again, self.config.poll_interval)
+        self.claimed_last = bool(rows)
         return bool(rows) or not all(quotas)
 
     def _claim(self, cursor: Any, *, quotas: list[int], limit: int, promote: bool = False) -> list[Claimed]:
