@@ -35,6 +35,11 @@ class SoftTimeLimitExceeded(JobsError):
     """Raised inside the handler when its soft time limit passes, so it can clean up."""
 
 
+class JobCancelled(JobsError):
+    """Raised inside a handler at its next check (``context.set_progress``,
+    ``context.raise_if_cancelled``) once an operator cancelled its job while it ran."""
+
+
 class UnknownTask(JobsError):
     """The job names a task path that does not import to a Task."""
 

@@ -12,13 +12,18 @@ by the database's clock when written); readers add ``percent`` (``view``).
 
 from __future__ import annotations
 
+import asyncio
 import math
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.db import DEFAULT_DB_ALIAS, connections
 from django.tasks import TaskContext
+
+from .exceptions import JobCancelled
 
 # Interim writes per job: at most one per this many seconds.
 WRITE_INTERVAL = 0.25
@@ -72,13 +77,44 @@ def view(progress: dict[str, Any] | None) -> dict[str, Any] | None:
     }
 
 
+def _in_event_loop() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
+# A running handler asks the database whether its job was cancelled at most this often.
+CANCEL_CHECK_INTERVAL = 1.0
+
+
 @dataclass(slots=True)
 class Tracker:
-    """One attempt's progress: its latest record, handed to ``sink`` as it changes."""
+    """One attempt's progress: its latest record, handed to ``sink`` as it changes; and
+    whether its job was cancelled while it ran, as last asked."""
 
     key: tuple[uuid.UUID, int]
     sink: Sink | None = None
     latest: dict[str, Any] | None = None
+    cancelled: bool = False
+    checked_at: float = -math.inf
+
+    def cancel_requested(self, database: str) -> bool:
+        """Whether an operator cancelled this job; asks the database at most once per
+        CANCEL_CHECK_INTERVAL (on the handler's own connection), else answers from the last."""
+        if self.cancelled:
+            return True
+        now = time.monotonic()
+        if now - self.checked_at < CANCEL_CHECK_INTERVAL or _in_event_loop():
+            # (An async handler's loop must not block on the database: it is not asked there.)
+            return False
+        self.checked_at = now
+        with connections[database].cursor() as cursor:
+            cursor.execute("SELECT state = 'cancelled' FROM jobs_job WHERE id = %s", [self.key[0]])
+            row = cursor.fetchone()
+        self.cancelled = bool(row and row[0])
+        return self.cancelled
 
     def set(self, done: object, total: object = None, message: object = "") -> None:
         record = progress_record(done, total, message)
@@ -95,5 +131,23 @@ class JobContext(TaskContext):  # type: ignore[misc]  # frozen at run time, not 
 
     def set_progress(self, done: int, total: int | None = None, message: str = "") -> None:
         """Report ``done`` of ``total`` units (None: not known yet), with an optional
-        message. Cheap: the row is written at most a few times a second."""
+        message. Cheap: the row is written at most a few times a second. A check for
+        cancellation too: raises JobCancelled once an operator cancelled the job."""
         self.progress.set(done, total, message)
+        self.raise_if_cancelled()
+
+    def cancel_requested(self) -> bool:
+        """Whether an operator cancelled this job while it runs (the database is asked at
+        most once a second, and only from synchronous handlers)."""
+        return self.progress.cancel_requested(self._database())
+
+    def raise_if_cancelled(self) -> None:
+        """Stop here, with JobCancelled, if an operator cancelled this job: the handler's
+        "next check". Its outcome is dropped either way; this ends the work early."""
+        if self.cancel_requested():
+            raise JobCancelled(f"job {self.task_result.id} was cancelled while it ran")
+
+    def _database(self) -> str:
+        from django.tasks import task_backends
+
+        return str(getattr(task_backends[self.task_result.backend], "database", DEFAULT_DB_ALIAS))

@@ -327,3 +327,27 @@ def test_the_console_shows_a_running_jobs_progress(client: Client) -> None:
     shown = "1,200 of 5,000 (24 %) · chunk 3"
     assert shown in client.get("/admin/jobs/job/").content.decode()
     assert shown in client.get(f"/admin/jobs/job/{job.id}/change/").content.decode()
+
+
+@pytest.mark.process
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("side_effects")
+def test_a_running_job_cancelled_by_an_operator_stops_at_its_next_check(tmp_path: Path) -> None:
+    from tests.process.resilience_support import running_worker, wait_until
+
+    job_id = tasks.work_until_cancelled.enqueue("cancel-me").id
+    with running_worker(tmp_path, "--concurrency", "1"):
+        wait_until(lambda: (Job.objects.get(id=job_id).progress or {}).get("done", 0) > 0, timeout=20)
+        store.cancel(job_id)
+        # The handler's next progress report (within a second of checks) raises JobCancelled.
+        wait_until(lambda: side_effect_counts().get("cancel-me:stopped") == 1, timeout=15)
+    job = Job.objects.get(id=job_id)
+    assert job.state == State.CANCELLED and job.result is None
+    # It stopped early: far from the last of its 600 steps.
+    assert job.progress is None or job.progress["done"] < 500
+
+
+def test_an_uncancelled_job_is_never_told_it_was(owner: User) -> None:
+    result = tasks.count_to.using(owner=owner).enqueue(5)
+    factories.run_due()
+    assert Job.objects.get(id=result.id).state == State.SUCCEEDED

@@ -68,3 +68,17 @@ def write_file(context: JobContext, text: str) -> dict[str, object]:
         assert out.file is not None
         out.file.write(text.encode())
     return {"file": out.entry, "lines": 1}
+
+
+@task(takes_context=True)
+def work_until_cancelled(context: JobContext, key: str, steps: int = 600) -> str:
+    """Reports progress every 50 ms for up to 30 s; a cancel stops it at the next report."""
+    try:
+        for done in range(steps):
+            context.set_progress(done, steps)
+            time.sleep(0.05)
+    except BaseException:
+        with connection.cursor() as cursor:
+            cursor.execute("INSERT INTO test_side_effects (key) VALUES (%s)", [f"{key}:stopped"])
+        raise
+    return "finished"
