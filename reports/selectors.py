@@ -54,11 +54,18 @@ def import_status(*, import_id: uuid.UUID, viewer: Any) -> dict[str, Any] | None
             record.finished_at or record.chunks.aggregate(at=Max("done_at"))["at"] or record.created_at
         )
     progress["updated_at"] = updated_at.isoformat()
+    rejected_file = _rejected_file(record)
+    status = record.status
+    if status == ImportStatus.FINISHED and record.rejected and rejected_file is None:
+        # The summary's handler has finished the import, and its file of rejected rows is
+        # linked once the worker records that job's outcome (moments later): until then the
+        # import is still running, so that a reader polling for "finished" gets the link.
+        status = ImportStatus.RUNNING
     return {
         "id": str(record.id),
         "filename": record.filename,
         "size": record.size,
-        "status": record.status,
+        "status": status,
         "job_id": str(record.job_id) if record.job_id else None,
         "created_at": record.created_at.isoformat(),
         "finished_at": record.finished_at.isoformat() if record.finished_at else None,
@@ -70,7 +77,7 @@ def import_status(*, import_id: uuid.UUID, viewer: Any) -> dict[str, Any] | None
             "unchanged": record.unchanged,
             "rejected": record.rejected,
         },
-        "rejected_file": _rejected_file(record),
+        "rejected_file": rejected_file,
     }
 
 

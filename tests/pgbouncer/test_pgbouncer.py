@@ -103,7 +103,7 @@ def test_a_sigkilled_worker_behind_pgbouncer_loses_nothing(tmp_path: Path, poole
         killed.stop()
     with running_worker(tmp_path, "--concurrency", "1", name="survivor", **pooled):
         # The survivor's reaper takes the lease back and runs the job's second attempt.
-        wait_until(lambda: job(hanging).state == "succeeded", timeout=20, message="reaped and rerun")
+        wait_until(lambda: job(hanging).state == "succeeded", timeout=45, message="reaped and rerun")
     assert (job(hanging).attempt, job(hanging).result) == (2, 2)
     assert side_effect_counts() == {"hanging:start": 2, "hanging:end": 1}
 
