@@ -57,12 +57,17 @@ def test_idle_worker_picks_up_at_once_on_notify(tmp_path: Path, transactional_db
     assert p99 < 0.1
 
 
+def _two_executor_backends() -> set[int] | None:
+    found = _executor_backends()
+    return found if len(found) == 2 else None
+
+
 def test_lost_listener_reconnects_and_still_wakes(tmp_path: Path, transactional_db: None) -> None:
     with running_worker(tmp_path, "--concurrency", "2", JOBS_POLL_INTERVAL="10") as worker:
         _pickup_latency()
         for _ in range(2):
-            before = _executor_backends()
-            assert len(before) == 2
+            # (Backends terminated a moment ago may still be listed while they exit.)
+            before = wait_until(_two_executor_backends, message="two executor connections")
             assert terminate_worker_connections("jobs-executor-%") == 2
             wait_until(lambda b=before: len(_executor_backends() - b) == 2, message="executors to reconnect")
             time.sleep(0.1)
