@@ -10,9 +10,10 @@
 --
 -- The attempt is counted here, so a job that kills its worker still uses one up; whether
 -- it began is marked separately (started_attempt), so a lost worker's unstarted jobs go
--- back unused. Jobs whose task sets no lease or time limit get the worker's. A job whose
--- not-started deadline (expires_at) has passed is not started: it ends expired, using no
--- attempt.
+-- back unused. Jobs whose task sets no lease or time limit get the worker's; until the
+-- attempt starts the lease is short (unstarted_lease, jobs/store/claims.py), so the jobs a
+-- dead worker had prefetched come back within seconds. A job whose not-started deadline
+-- (expires_at) has passed is not started: it ends expired, using no attempt.
 --
 -- Jobs under a rate or concurrency limit (jobs/limits.py) are decided here too, under the
 -- lock of their key's state row, so every worker sees one budget:
@@ -138,7 +139,8 @@ SET state = CASE o.decision WHEN 'start' THEN 'running' WHEN 'expire' THEN 'expi
                       ELSE j.worker_ids END,
     lease_expires_at = CASE WHEN o.decision = 'start'
                             THEN coalesce(%(now)s, statement_timestamp())
-                                 + coalesce(j.lease_seconds, %(lease_seconds)s) * interval '1 second'
+                                 + least(coalesce(j.lease_seconds, %(lease_seconds)s), %(unstarted_lease)s)
+                                   * interval '1 second'
                        END,
     started_at = CASE WHEN o.decision = 'start'
                       THEN coalesce(j.started_at, o.plan_at, %(now)s, statement_timestamp())

@@ -10,10 +10,13 @@
 --         delay makes it 'scheduled'), 'dead' (error).
 -- refund: 1 gives the attempt back (snooze, release); the start mark goes back with it.
 -- progress: the attempt's last progress report (jobs/progress.py), if it made any.
--- started: (id, attempt) of running attempts whose start is not yet marked.
+-- started: (id, attempt) of running attempts whose start is not yet marked; the lease,
+--          short until the start (jobs/sql/claim.sql), is extended to the job's own.
 WITH marked AS (
     UPDATE jobs_job j
-    SET started_attempt = s.attempt
+    SET started_attempt = s.attempt,
+        lease_expires_at = coalesce(%(now)s, statement_timestamp())
+                           + coalesce(j.lease_seconds, %(lease_seconds)s) * interval '1 second'
     FROM jsonb_to_recordset(%(started)s::jsonb) AS s(id uuid, attempt int)
     WHERE j.id = s.id
       AND j.state = 'running'

@@ -14,6 +14,12 @@ from .statements import sql
 # A lease is taken back once it has been expired this long (seconds): a heartbeat that
 # had to retry past a row lock lands first.
 REAP_GRACE = 0.5
+# A claimed job is leased this long (or for its own lease, if shorter) until its attempt
+# starts: the executor starts it within half of that or gives it back, and a started
+# attempt's lease is extended to the full length (its start mark, the heartbeat). So a
+# worker that dies with prefetched jobs in hand holds them for seconds, not for a full
+# lease of minutes.
+UNSTARTED_LEASE = 10.0
 
 
 class Claimed(NamedTuple):
@@ -73,10 +79,12 @@ def claim(
     now: datetime | None = None,
     lease_seconds: float = 300.0,
     default_timeout: float | None = None,
+    unstarted_lease: float = UNSTARTED_LEASE,
 ) -> list[Claimed]:
     """Claim up to ``limit`` due jobs, at most ``quotas[i]`` from ``queues[i]`` (default:
     ``limit`` each, so earlier queues fill the batch first). Jobs without their own lease or
-    time limit get ``lease_seconds`` and ``default_timeout``."""
+    time limit get ``lease_seconds`` and ``default_timeout``; until they start, they are
+    leased for ``unstarted_lease`` at most."""
     cursor.execute(
         sql("claim"),
         {
@@ -87,6 +95,7 @@ def claim(
             "now": now,
             "lease_seconds": lease_seconds,
             "default_timeout": default_timeout,
+            "unstarted_lease": unstarted_lease,
         },
     )
     return [Claimed._make(row) for row in cursor.fetchall()]
@@ -100,9 +109,11 @@ def record_outcomes(
     started: Sequence[tuple[uuid.UUID | str, int]] = (),
     now: datetime | None = None,
     progress: Sequence[dict[str, Any]] = (),
+    lease_seconds: float = 300.0,
 ) -> set[uuid.UUID]:
     """Apply attempt outcomes (see sql/record_outcomes.sql) and mark the ``started``
-    (id, attempt) pairs as begun; return the ids whose outcome was recorded.
+    (id, attempt) pairs as begun, their leases extended to full length (their own, else
+    ``lease_seconds``); return the ids whose outcome was recorded.
 
     Each outcome is a dict with ``id`` and ``attempt`` (the fence) and ``state`` plus, as
     needed, ``result``, ``delay``, ``refund``, ``error`` and ``progress`` (the attempt's
@@ -121,6 +132,7 @@ def record_outcomes(
             "outcomes": json.dumps(outcomes, default=str),
             "started": json.dumps([{"id": str(job_id), "attempt": attempt} for job_id, attempt in started]),
             "now": now,
+            "lease_seconds": lease_seconds,
         },
     )
     return {row[0] for row in cursor.fetchall()}

@@ -22,7 +22,9 @@ What it keeps, under one condition variable:
 Rows an executor holds but has not started are never stuck behind a running handler: when
 a lane's handlers have run past the prefetch horizon while rows wait for that lane, or a
 task known to be slow starts with rows behind it, the waiting rows are released at once
-(attempt given back) for other executors to take; on SIGTERM all of them are.
+(attempt given back) for other executors to take; on SIGTERM all of them are. Nor do they
+outlive their short claim lease (store.UNSTARTED_LEASE, which no heartbeat extends): rows
+not started within half of it go back too, so a row the reaper may take is never started.
 """
 
 from __future__ import annotations
@@ -86,6 +88,9 @@ class Lane:
     held: list[tuple[float, Claimed]] = field(default_factory=list)
     # entry -> (row, monotonic start)
     running: dict[int, tuple[Claimed, float]] = field(default_factory=dict)
+    # The rows in hand must have started by then (monotonic), or go back: the earliest of
+    # their claims' deadlines (half their short lease before a start, store.UNSTARTED_LEASE).
+    start_by: float = float("inf")
     # Called (with the feeder's lock held) when rows were added or the lane must stop.
     on_rows: Callable[[], None] = lambda: None
 
@@ -116,6 +121,9 @@ class Feeder:
         publisher: Publisher | None = None,
     ) -> None:
         self.config = config
+        # How much expected work it claims ahead, and how long rows may wait behind running
+        # handlers: at most half the claim lease, within which every row must start.
+        self.horizon = min(config.prefetch_horizon, store.UNSTARTED_LEASE / 2)
         self.token = token
         # The executor's metrics, published after each write of outcomes (None: off).
         self.publisher = publisher
@@ -171,15 +179,24 @@ class Feeder:
         and the start time), or None when the executor stops (or, without ``block``, when
         nothing waits). The caller writes its slot entry before anything of it runs."""
         with self.cv:
-            while not lane.waiting:
-                if self.finished_all or not block:
-                    return None
-                self.cv.wait()
+            while True:
+                while not lane.waiting:
+                    if self.finished_all or not block:
+                        return None
+                    self.cv.wait()
+                at = time.monotonic()
+                if at <= lane.start_by:
+                    break
+                # Their claim's short lease is half gone: they go back, and the next claim
+                # brings fresh ones.
+                self._give_back_locked(lane, reason="claim_lease")
+                self._poke()
             row = lane.waiting.popleft()
-            at = time.monotonic()
+            if not lane.waiting and not lane.held:
+                lane.start_by = float("inf")
             lane.running[entry] = (row, at)
             self.started_jobs += 1
-            slow = lane.waiting and self.task_time.get(row.task_path, 0.0) > self.config.prefetch_horizon
+            slow = lane.waiting and self.task_time.get(row.task_path, 0.0) > self.horizon
             if slow and lane.name == INLINE:
                 # A task known to outlast the horizon: what waits behind it goes now.
                 self._give_back_locked(lane, reason="behind_slow_task")
@@ -440,7 +457,12 @@ class Feeder:
             progress: Sequence[dict[str, Any]] = (),
         ) -> set[uuid.UUID]:
             return store.record_outcomes(
-                cursor, worker=self.token, outcomes=batch, started=marks, progress=progress
+                cursor,
+                worker=self.token,
+                outcomes=batch,
+                started=marks,
+                progress=progress,
+                lease_seconds=self.config.lease_seconds,
             )
 
         try:
@@ -494,6 +516,7 @@ class Feeder:
         if not total:
             # Room only in a lane none of the queues' jobs go to.
             return False
+        asked_at = time.monotonic()
         try:
             rows = self.db.run(partial(self._claim, quotas=quotas, limit=total, promote=turn))
             # Start times under a rate count from the statement's start on the database's
@@ -528,7 +551,7 @@ class Feeder:
                     with self.cv:
                         heapq.heappush(self.rate_turns, claimed_at + row.start_in)
                 logger.debug("event=job_limited job=%s task=%s wait=%s", row.id, row.task_path, row.decision)
-        self._distribute(runnable, claimed_at)
+        self._distribute(runnable, claimed_at, asked_at)
         self.shares.took(quotas, got)
         # Nothing due means nothing due only if every queue was asked; otherwise the next
         # claim asks the others (the ones that came back short are dry now).
@@ -562,7 +585,7 @@ class Feeder:
         """How much each lane can take now: seconds of expected work for the inline lane
         (topped up to the horizon once half of it is used), free slots for the others."""
         budget: dict[Any, float] = {}
-        horizon = self.config.prefetch_horizon
+        horizon = self.horizon
         inline = self.lanes.get(INLINE)
         if inline is not None and not self._stuck(inline, now):
             ahead = sum(self._expected(row.queue_name) for row in inline.waiting)
@@ -582,14 +605,14 @@ class Feeder:
     def _stuck(self, lane: Lane, now: float) -> bool:
         """Every slot of the lane runs a handler that has outlived the horizon: rows given
         to it would only wait (and be given back)."""
-        horizon = self.config.prefetch_horizon
+        horizon = self.horizon
         return len(lane.running) >= len(lane.entries) and all(
             now - at > horizon for _, at in lane.running.values()
         )
 
     def _expected(self, queue: str) -> float:
         expected = self.expected.get(queue)
-        return self.config.prefetch_horizon if expected is None else expected
+        return self.horizon if expected is None else expected
 
     def _spend(self, budget: dict[Any, float], queue: str) -> bool:
         """Take one job of ``queue`` out of the claim's budget, if there is any left for the
@@ -624,7 +647,11 @@ class Feeder:
             return THREADS if THREADS in self.lanes else INLINE
         return lane
 
-    def _distribute(self, rows: list[Claimed], claimed_at: float) -> None:
+    def _distribute(self, rows: list[Claimed], claimed_at: float, asked_at: float) -> None:
+        """Hand claimed rows to their lanes. ``asked_at``: when the claim was sent (its
+        leases count from then at the latest), ``claimed_at``: when its reply came."""
+        if not rows:
+            return
         # Within a queue: priority first, then run_at, then id (FIFO among equals). Across
         # queues: the fair interleaving of fairness.py.
         rows = sorted(rows, key=lambda row: (row.queue_name, -row.priority, row.run_at, row.id))
@@ -635,10 +662,15 @@ class Feeder:
             position[row.queue_name] = index + 1
             keyed.append((row.queue_name, index))
         ordered = [rows[i] for i in self.shares.order(keyed)]
+        # Each started within half its claim lease, or given back (the reaper may take it
+        # once the lease is over).
+        start_by = asked_at + min(store.UNSTARTED_LEASE, *(row.lease_seconds for row in rows)) / 2
         with self.cv:
             touched = set()
             for row in ordered:
                 lane = self.lanes[self._lane_for_task(row.task_path)]
+                if start_by < lane.start_by:
+                    lane.start_by = start_by
                 if row.start_in is not None:
                     # A rate gave it a start time (now, or a few ms ahead): it waits here
                     # until then, spaced from the ones before it.
@@ -678,6 +710,8 @@ class Feeder:
             # would wait longer than that.
             if lane.waiting and self._stuck(lane, now):
                 self._give_back_locked(lane, reason="behind_running_handler")
+            elif now > lane.start_by and lane.queued:
+                self._give_back_locked(lane, reason="claim_lease")
 
     def _give_back_locked(self, lane: Lane, *, reason: str) -> None:
         if not lane.queued:
@@ -685,6 +719,7 @@ class Feeder:
         ids = [row.id for row in lane.waiting] + [row.id for _, row in lane.held]
         lane.waiting.clear()
         lane.held.clear()
+        lane.start_by = float("inf")
         self.to_release.extend(ids)
         logger.debug("event=giving_back count=%d lane=%s reason=%s", len(ids), lane.name, reason)
 
@@ -746,18 +781,20 @@ class Feeder:
             if lane.held and lane.has_room:
                 # (A busy lane pokes this thread when its slot frees.)
                 deadlines.append(lane.held[0][0])
+            if lane.queued:
+                deadlines.append(lane.start_by)
             for row, at in lane.running.values():
                 busy = True
                 if (row.id, row.attempt) not in self.marked:
                     deadlines.append(at + FLUSH_AFTER)
                 if lane.waiting:
-                    deadlines.append(at + self.config.prefetch_horizon)
+                    deadlines.append(at + self.horizon)
         if self.rate_turns and not self.stopping:
             deadlines.append(self.rate_turns[0])
         if not self.stopping:
             if now >= self.idle_until:
                 # Room may open as handlers finish: they poke us then.
-                deadlines.append(now + (self.config.prefetch_horizon if busy else 0.0))
+                deadlines.append(now + (self.horizon if busy else 0.0))
             else:
                 deadlines.append(self.idle_until)
         if not deadlines:

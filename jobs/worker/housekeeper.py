@@ -9,9 +9,10 @@ What it does, each on the database's clock:
 * **listens** (one LISTEN connection per worker, always drained, never behind a handler)
   and wakes the executors through their wake pipes;
 * **heartbeats**: extends the lease of exactly the jobs the executors run (their slot
-  entries), every third of the shortest lease in hand; rows another transaction has
-  locked are skipped and retried within ``RETRY_LOCKED``, so one lock never stops the
-  others' extensions; keeps the worker's registry row fresh;
+  entries), every third of the shortest lease in hand (a claimed job's lease is short
+  until it starts: store.UNSTARTED_LEASE); rows another transaction has locked are
+  skipped and retried within ``RETRY_LOCKED``, so one lock never stops the others'
+  extensions; keeps the worker's registry row fresh;
 * **reaps** leases that ran out, as soon as the earliest one does (plus a grace and a
   little jitter), so a dead worker's job is runnable again within about its lease, however
   long that is;
@@ -265,8 +266,9 @@ class Housekeeper:
     # --- heartbeat ---------------------------------------------------------------------------
 
     def _in_hand(self) -> tuple[list[tuple[uuid.UUID, uuid.UUID]], float, list[uuid.UUID]]:
-        """(job id, token) of every running slot entry, the shortest lease among them, and
-        the tokens of the live executors."""
+        """(job id, token) of every running slot entry, the shortest lease among them (a
+        job just started may still be under its short claim lease, store.UNSTARTED_LEASE,
+        until its start mark lands), and the tokens of the live executors."""
         held: list[tuple[uuid.UUID, uuid.UUID]] = []
         tokens: list[uuid.UUID] = []
         shortest = self.config.lease_seconds
@@ -278,7 +280,7 @@ class Housekeeper:
             tokens.append(token)
             for _, running in self.slots.running(index):
                 held.append((running.job_id, token))
-                shortest = min(shortest, running.lease_seconds)
+                shortest = min(shortest, running.lease_seconds, store.UNSTARTED_LEASE)
         return held, shortest, tokens
 
     def _schedule_heartbeat(self) -> None:

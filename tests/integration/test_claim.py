@@ -113,7 +113,7 @@ def test_the_claim_plan_walks_the_partial_index_among_many_finished_rows() -> No
         cursor.execute("ANALYZE jobs_job")
     params = {
         "queues": ["email", "default"], "quotas": [10, 10], "limit": 10, "worker": uuid.uuid4(),
-        "now": None, "lease_seconds": 300.0, "default_timeout": None,
+        "now": None, "lease_seconds": 300.0, "default_timeout": None, "unstarted_lease": 10.0,
     }  # fmt: skip
 
     custom = _plan("EXPLAIN " + store.sql("claim"), params)
@@ -131,18 +131,20 @@ def test_the_claim_plan_walks_the_partial_index_among_many_finished_rows() -> No
         ("now", 5),
         ("lease_seconds", 6),
         ("default_timeout", 7),
+        ("unstarted_lease", 8),
     )
     for name, number in numbered:
         prepared = prepared.replace(f"%({name})s", f"${number}")
     with connection.cursor() as cursor:
         cursor.execute("SET LOCAL plan_cache_mode = force_generic_plan")
         cursor.execute(
-            f"PREPARE test_claim (text[], int[], int, uuid, timestamptz, float8, float8) AS {prepared}"
+            "PREPARE test_claim (text[], int[], int, uuid, timestamptz, float8, float8, float8) AS "
+            + prepared
         )
     try:
         generic = _plan(
             "EXPLAIN EXECUTE test_claim(%(queues)s, %(quotas)s, %(limit)s, %(worker)s, %(now)s, "
-            "%(lease_seconds)s, %(default_timeout)s)",
+            "%(lease_seconds)s, %(default_timeout)s, %(unstarted_lease)s)",
             params,
         )
     finally:
@@ -163,12 +165,13 @@ def test_a_job_without_its_own_lease_or_time_limit_gets_the_workers() -> None:
     with connection.cursor() as cursor:
         rows = store.claim(
             cursor, worker=uuid.uuid4(), queues=["default"], limit=10, now=T0,
-            lease_seconds=20, default_timeout=3,
+            lease_seconds=20, default_timeout=3, unstarted_lease=30,
         )  # fmt: skip
     returned = {row.id: (row.timeout, row.lease_seconds) for row in rows}
     assert returned == {plain.id: (3, 20), own.id: (7, 45)}
+    # Until they start, the shorter of their lease and the claim lease.
     expiry = dict(Job.objects.filter(id__in=returned).values_list("id", "lease_expires_at"))
-    assert expiry == {plain.id: T0 + timedelta(seconds=20), own.id: T0 + timedelta(seconds=45)}
+    assert expiry == {plain.id: T0 + timedelta(seconds=20), own.id: T0 + timedelta(seconds=30)}
 
 
 def _buffers(plan: dict) -> int:
@@ -197,7 +200,7 @@ def test_claim_cost_does_not_grow_with_a_million_delayed_rows_of_higher_priority
     due = factories.job(State.QUEUED, priority=0, run_at=timezone.now() - timedelta(seconds=1))
     params = {
         "queues": ["default"], "quotas": [10], "limit": 10, "worker": uuid.uuid4(), "now": None,
-        "lease_seconds": 300.0, "default_timeout": None,
+        "lease_seconds": 300.0, "default_timeout": None, "unstarted_lease": 10.0,
     }  # fmt: skip
     with connection.cursor() as cursor:
         cursor.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + store.sql("claim"), params)

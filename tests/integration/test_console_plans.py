@@ -115,7 +115,7 @@ def test_the_claim_keeps_its_plan_with_a_paused_queue(console: Client) -> None:
         cursor.execute("RESET enable_seqscan")
     params = {
         "queues": ["email", "default"], "quotas": [10, 10], "limit": 10, "worker": uuid.uuid4(),
-        "now": None, "lease_seconds": 300.0, "default_timeout": None,
+        "now": None, "lease_seconds": 300.0, "default_timeout": None, "unstarted_lease": 10.0,
     }  # fmt: skip
     with connection.cursor() as cursor:
         cursor.execute("EXPLAIN " + store.sql("claim"), params)

@@ -237,8 +237,13 @@ def test_claim_starts_an_attempt_under_a_lease() -> None:
     )
     job.refresh_from_db()
     assert (job.state, job.attempt, job.worker_id, job.worker_ids) == (State.RUNNING, 1, worker, [worker])
-    assert job.lease_expires_at == T0 + timedelta(seconds=45)
+    # Until its start is marked, the short claim lease; the mark gives it its own.
+    assert job.lease_expires_at == T0 + timedelta(seconds=store.UNSTARTED_LEASE)
     assert job.started_at == job.last_attempted_at == T0
+    with connection.cursor() as cursor:
+        store.record_outcomes(cursor, worker=worker, outcomes=[], started=[(job.id, 1)], now=T0)
+    job.refresh_from_db()
+    assert (job.started_attempt, job.lease_expires_at) == (1, T0 + timedelta(seconds=45))
 
 
 def test_a_second_claim_keeps_started_at_and_adds_a_token() -> None:

@@ -208,3 +208,34 @@ def test_outcome_arriving_after_the_reaper_took_the_job_is_dropped(conns: list[p
     assert changed == [set()]
     back = job(job_id)
     assert (back.state, back.result, back.last_error) == ("scheduled", None, "worker lost")
+
+
+def test_claimed_job_is_leased_briefly_until_its_start_is_marked(conns: list[psycopg.Connection]) -> None:
+    worker, reaper, _ = conns
+    quick = uuid.UUID(basic.add.enqueue(1, 2).id)
+    token = uuid.uuid4()
+    t0 = db_now(reaper)
+    short = timedelta(seconds=store.UNSTARTED_LEASE)
+
+    # Claimed, not started: leased for the short claim lease, not the worker's 300 s.
+    [row] = store.claim(worker.cursor(), worker=token, queues=["default"], limit=1, now=t0)
+    assert job(quick).lease_expires_at == t0 + short
+    assert store.reap(reaper.cursor(), now=t0 + short, **BACKOFF) == []
+    # Its worker died before starting it: back, unused, as soon as that lease is over.
+    [back] = store.reap(reaper.cursor(), now=t0 + short + timedelta(seconds=1), **BACKOFF)
+    assert (back.id, back.state, back.attempt, back.unstarted) == (quick, "queued", 0, True)
+
+    # Claimed again and started: the start mark extends the lease to the full length.
+    t1 = t0 + timedelta(seconds=20)
+    [row] = store.claim(worker.cursor(), worker=token, queues=["default"], limit=1, now=t1)
+    store.record_outcomes(worker.cursor(), worker=token, outcomes=[], started=[(row.id, row.attempt)], now=t1)
+    assert job(quick).lease_expires_at == t1 + timedelta(seconds=300)
+    assert store.reap(reaper.cursor(), now=t1 + short + timedelta(seconds=1), **BACKOFF) == []
+
+
+def test_claim_lease_is_the_jobs_own_when_that_is_shorter(conns: list[psycopg.Connection]) -> None:
+    worker, reaper, _ = conns
+    hanging = uuid.UUID(resilience.hang_on_first_attempt.enqueue("x").id)  # lease_seconds=1.5
+    t0 = db_now(reaper)
+    store.claim(worker.cursor(), worker=uuid.uuid4(), queues=["default"], limit=1, now=t0)
+    assert job(hanging).lease_expires_at == t0 + timedelta(seconds=1.5)

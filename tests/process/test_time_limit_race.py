@@ -36,13 +36,19 @@ def executor(supervisor: Supervisor) -> Iterator[Child]:
     slots = supervisor.slots
     now = time.monotonic()
     slots.start(0, 0, a, 1, now - 10, now - 5, 300.0)
+    ready_r, ready_w = os.pipe()
     pid = os.fork()
     if pid == 0:
         signal.signal(
             signal.SIGUSR1, lambda *_: (slots.clear(0, 0), slots.start(0, 0, b, 1, now, now + 60, 300.0))
         )
+        # Only now may the test signal it (SIGUSR1's default action would end it).
+        os.write(ready_w, b"1")
         while True:
             time.sleep(0.01)
+    os.close(ready_w)
+    assert os.read(ready_r, 1) == b"1"
+    os.close(ready_r)
     child = Child(index=0, pid=pid, token=uuid.uuid4(), started=now)
     child.job_a, child.job_b = a, b  # type: ignore[attr-defined]
     yield child

@@ -143,7 +143,7 @@ class Command(BaseCommand):
                 "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + store.sql("claim"),
                 {
                     "queues": ["default"], "quotas": [1], "limit": 1, "worker": worker, "now": None,
-                    "lease_seconds": 300.0, "default_timeout": None,
+                    "lease_seconds": 300.0, "default_timeout": None, "unstarted_lease": 10.0,
                 },
             )  # fmt: skip
             row = worker_cursor.fetchone()
