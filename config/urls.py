@@ -7,6 +7,9 @@ from jobs import dashboard as jobs_dashboard
 from jobs.metrics import metrics_view
 from notifications.email import api as email_api
 
+# The admin's modules are discovered here, not at start-up (config/apps.py).
+admin.autodiscover()
+
 urlpatterns = [
     path("", accounts_views.home, name="home"),
     path("accounts/", include("accounts.urls")),

@@ -24,7 +24,7 @@ from django.utils.module_loading import import_string
 from . import limits, observe, otel, signals, store
 from .conf import MAX_LEASE_SECONDS, JobsSettings, jobs_settings
 from .exceptions import BadTaskOptions, InvalidPayload
-from .ids import uuid7
+from .ids import uuid7, uuid7_many
 from .limits import InvalidLimit, LimitSpec, task_limit_name
 from .models import Job, Limit
 from .ownership import MAX_OWNER_LENGTH, owner_key
@@ -161,6 +161,12 @@ class JobResult(TaskResult):  # type: ignore[misc]  # frozen at run time, not in
 
     deduplicated: bool = False
     progress: dict[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        # TaskResult normalises args and kwargs to their JSON form; empty ones (most jobs of
+        # a bulk enqueue take ids, many take nothing) already are, and cost a walk each.
+        if self.args or self.kwargs:
+            TaskResult.__post_init__(self)  # (super() fails in a slots dataclass)
 
     def refresh(self) -> None:
         refreshed = self.task.get_backend().get_result(self.id)
@@ -335,7 +341,12 @@ class PostgresBackend(BaseTaskBackend):
         return template
 
     def _new_job(
-        self, task: Task, template: _Template, args: Sequence[Any], kwargs: dict[str, Any]
+        self,
+        task: Task,
+        template: _Template,
+        args: Sequence[Any],
+        kwargs: dict[str, Any],
+        job_id: uuid.UUID | None = None,
     ) -> store.NewJob:
         args_json = dump_payload("args", list(args))
         kwargs_json = dump_payload("kwargs", dict(kwargs))
@@ -348,7 +359,8 @@ class PostgresBackend(BaseTaskBackend):
                 f"payload of {template.task_path} is {size} bytes; the limit is "
                 f"{limit} (JOBS_MAX_PAYLOAD_BYTES). Pass ids, not data."
             )
-        job_id = uuid7()
+        if job_id is None:
+            job_id = uuid7()
         options = task if isinstance(task, JobTask) else None
         return store.NewJob(
             id=job_id,
@@ -388,11 +400,11 @@ class PostgresBackend(BaseTaskBackend):
         calls = list(calls)
         per_task: dict[int, _Template] = {}
         rows = []
-        for task, args, kwargs in calls:
+        for (task, args, kwargs), job_id in zip(calls, uuid7_many(len(calls)), strict=True):
             template = per_task.get(id(task))
             if template is None:
                 template = per_task[id(task)] = self._template(task)
-            rows.append(self._new_job(task, template, args, kwargs))
+            rows.append(self._new_job(task, template, args, kwargs, job_id))
         if not rows:
             return []
         spans: list[Any] = []
@@ -433,9 +445,10 @@ class PostgresBackend(BaseTaskBackend):
         )
         results = []
         announce = signals.observed(signals.task_enqueued)
+        enqueued_at = timezone.now()
         for (task, args, kwargs), (job_id, created) in zip(calls, outcome, strict=True):
             if created:
-                results.append(self._fresh_result(task, job_id, args, kwargs))
+                results.append(self._fresh_result(task, job_id, args, kwargs, enqueued_at))
             else:
                 results.append(replace(self.result_from_job(existing[job_id]), deduplicated=True))
         if announce:
@@ -463,13 +476,18 @@ class PostgresBackend(BaseTaskBackend):
             )
 
     def _fresh_result(
-        self, task: Task, job_id: uuid.UUID, args: Sequence[Any], kwargs: dict[str, Any]
+        self,
+        task: Task,
+        job_id: uuid.UUID,
+        args: Sequence[Any],
+        kwargs: dict[str, Any],
+        enqueued_at: datetime,
     ) -> JobResult:
         return JobResult(
             task=task,
             id=str(job_id),
             status=TASK_STATUS[State.QUEUED],
-            enqueued_at=timezone.now(),
+            enqueued_at=enqueued_at,
             started_at=None,
             finished_at=None,
             last_attempted_at=None,

@@ -33,21 +33,21 @@ _DJANGO_OWN = {
 }
 
 
-# signal -> (its receivers list as it was, whether anything but Django's own listens).
-_observed: dict[int, tuple[tuple[int, ...], bool]] = {}
+# signal -> (a copy of its receivers list as it was, whether anything but Django's own
+# listens).
+_observed: dict[int, tuple[list[Any], bool]] = {}
 
 
 def observed(signal: Signal) -> bool:
     """Whether anything but Django's own logging receivers listens to ``signal``. Asked for
-    every job, so the answer is kept until a receiver is connected or disconnected."""
+    every job, so the answer is kept until a receiver is connected or disconnected (the
+    list compares equal to its copy, entry by entry, identity first: in C)."""
     receivers = signal.receivers
     known = _observed.get(id(signal))
-    # connect() and disconnect() replace entries of the list: their ids say what changed.
-    stamp = tuple(id(entry) for entry in receivers)
-    if known is not None and known[0] == stamp:
+    if known is not None and known[0] == receivers:
         return known[1]
     answer = any(lookup_key[0] not in _DJANGO_OWN for lookup_key, *_ in receivers)
-    _observed[id(signal)] = (stamp, answer)
+    _observed[id(signal)] = (list(receivers), answer)
     return answer
 
 

@@ -161,7 +161,7 @@ SET state = CASE o.decision WHEN 'start' THEN 'running' WHEN 'expire' THEN 'expi
                       ELSE '' END
 FROM outcomes o
 WHERE j.id = o.id AND o.decision <> 'skip'
-RETURNING j.id, j.task_path, j.args, j.kwargs, j.attempt, j.max_attempts,
+RETURNING j.id, j.task_path, j.args::text, j.kwargs::text, j.attempt, j.max_attempts,
           coalesce(j.timeout, %(default_timeout)s::float8),
           coalesce(j.lease_seconds, %(lease_seconds)s), j.trace_id, j.queue_name, j.priority,
           j.run_at, o.decision = 'expire', j.handbacks, j.soft_timeout, j.jitter, j.backoff_base,

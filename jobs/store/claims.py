@@ -27,7 +27,9 @@ class Claimed(NamedTuple):
 
     id: uuid.UUID
     task_path: str
-    # JSON text on Django's cursor, decoded on the worker's own connection.
+    # JSON text, decoded by the lane that runs the job (jobs/worker/attempt.py: once, in
+    # C, and not at all for the commonest payloads, where psycopg's jsonb loader would
+    # run Python for each).
     args: Any
     kwargs: Any
     attempt: int

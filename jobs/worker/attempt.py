@@ -314,12 +314,12 @@ def _short(error: BaseException) -> str:
 
 
 def _decode(args: Any, kwargs: Any) -> tuple[list[Any], dict[str, Any]]:
-    """The stored payload: decoded jsonb on the worker's connection, text on Django's."""
+    """The stored payload (JSON text as the claim returns it, or decoded jsonb)."""
     try:
         if isinstance(args, str):
-            args = json.loads(args)
+            args = [] if args == "[]" else json.loads(args)
         if isinstance(kwargs, str):
-            kwargs = json.loads(kwargs)
+            kwargs = {} if kwargs == "{}" else json.loads(kwargs)
     except ValueError as exc:
         raise BadPayload(f"payload is not JSON: {exc}") from exc
     if not isinstance(args, list) or not isinstance(kwargs, dict):

@@ -655,13 +655,17 @@ class Feeder:
         # Within a queue: priority first, then run_at, then id (FIFO among equals). Across
         # queues: the fair interleaving of fairness.py.
         rows = sorted(rows, key=lambda row: (row.queue_name, -row.priority, row.run_at, row.id))
-        position: dict[str, int] = {}
-        keyed = []
-        for row in rows:
-            index = position.get(row.queue_name, 0)
-            position[row.queue_name] = index + 1
-            keyed.append((row.queue_name, index))
-        ordered = [rows[i] for i in self.shares.order(keyed)]
+        if rows[0].queue_name == rows[-1].queue_name:
+            # One queue (the commonest batch): nothing to interleave.
+            ordered = rows
+        else:
+            position: dict[str, int] = {}
+            keyed = []
+            for row in rows:
+                index = position.get(row.queue_name, 0)
+                position[row.queue_name] = index + 1
+                keyed.append((row.queue_name, index))
+            ordered = [rows[i] for i in self.shares.order(keyed)]
         # Each started within half its claim lease, or given back (the reaper may take it
         # once the lease is over).
         start_by = asked_at + min(store.UNSTARTED_LEASE, *(row.lease_seconds for row in rows)) / 2
