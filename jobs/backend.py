@@ -6,9 +6,10 @@ Enqueue writes on the caller's database connection inside the caller's transacti
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import MISSING, dataclass, fields, replace
 from datetime import datetime
 from typing import Any
 
@@ -162,16 +163,54 @@ class JobResult(TaskResult):  # type: ignore[misc]  # frozen at run time, not in
     deduplicated: bool = False
     progress: dict[str, Any] | None = None
 
-    def __post_init__(self) -> None:
-        # TaskResult normalises args and kwargs to their JSON form; empty ones (most jobs of
-        # a bulk enqueue take ids, many take nothing) already are, and cost a walk each.
-        if self.args or self.kwargs:
-            TaskResult.__post_init__(self)  # (super() fails in a slots dataclass)
+    @classmethod
+    def of_new_job(cls, task: Task, job: store.NewJob, *, enqueued_at: datetime, backend: str) -> JobResult:
+        """The result of a job just inserted. Its args and kwargs are decoded from the JSON
+        that was stored (in C: what TaskResult's normalising in Python would give, and what
+        the handler will get), and the dataclass's __init__ is not run: a bulk enqueue makes
+        thousands of these."""
+        result = cls.__new__(cls)
+        given = {
+            "task": task,
+            "id": str(job.id),
+            "status": TASK_STATUS[State.QUEUED],
+            "enqueued_at": enqueued_at,
+            "started_at": None,
+            "finished_at": None,
+            "last_attempted_at": None,
+            "args": json.loads(job.args),
+            "kwargs": json.loads(job.kwargs),
+            "backend": backend,
+            "errors": [],
+            "worker_ids": [],
+        }
+        for name, value in given.items():
+            object.__setattr__(result, name, value)
+        for name, default, factory in _OTHER_RESULT_FIELDS:
+            object.__setattr__(result, name, factory() if factory is not None else default)
+        return result
 
     def refresh(self) -> None:
         refreshed = self.task.get_backend().get_result(self.id)
         for attr in (*TASK_REFRESH_ATTRS, "progress"):
             object.__setattr__(self, attr, getattr(refreshed, attr))
+
+
+# The fields JobResult.of_new_job does not set, with their defaults (any field a later Django
+# adds to TaskResult included).
+_SET_BY_OF_NEW_JOB = {
+    "task", "id", "status", "enqueued_at", "started_at", "finished_at", "last_attempted_at", "args",
+    "kwargs", "backend", "errors", "worker_ids",
+}  # fmt: skip
+_OTHER_RESULT_FIELDS = [
+    (
+        f.name,
+        None if f.default is MISSING else f.default,
+        None if f.default_factory is MISSING else f.default_factory,
+    )
+    for f in fields(JobResult)
+    if f.name not in _SET_BY_OF_NEW_JOB
+]
 
 
 class PostgresBackend(BaseTaskBackend):
@@ -446,9 +485,9 @@ class PostgresBackend(BaseTaskBackend):
         results = []
         announce = signals.observed(signals.task_enqueued)
         enqueued_at = timezone.now()
-        for (task, args, kwargs), (job_id, created) in zip(calls, outcome, strict=True):
+        for (task, _, _), row, (job_id, created) in zip(calls, rows, outcome, strict=True):
             if created:
-                results.append(self._fresh_result(task, job_id, args, kwargs, enqueued_at))
+                results.append(JobResult.of_new_job(task, row, enqueued_at=enqueued_at, backend=self.alias))
             else:
                 results.append(replace(self.result_from_job(existing[job_id]), deduplicated=True))
         if announce:
@@ -474,29 +513,6 @@ class PostgresBackend(BaseTaskBackend):
                 """,
                 {"ids": ids, "now": now},
             )
-
-    def _fresh_result(
-        self,
-        task: Task,
-        job_id: uuid.UUID,
-        args: Sequence[Any],
-        kwargs: dict[str, Any],
-        enqueued_at: datetime,
-    ) -> JobResult:
-        return JobResult(
-            task=task,
-            id=str(job_id),
-            status=TASK_STATUS[State.QUEUED],
-            enqueued_at=enqueued_at,
-            started_at=None,
-            finished_at=None,
-            last_attempted_at=None,
-            args=list(args),
-            kwargs=dict(kwargs),
-            backend=self.alias,
-            errors=[],
-            worker_ids=[],
-        )
 
     # --- results ----------------------------------------------------------------------
 

@@ -19,6 +19,10 @@ from .exceptions import BadReturnValue, InvalidPayload
 TRACEBACK_LIMIT = 16_000
 MESSAGE_LIMIT = 2_000
 
+# Compact, and no NaN or Infinity (jsonb refuses them). Made once: json.dumps with options
+# builds an encoder for every call.
+_ENCODE = json.JSONEncoder(allow_nan=False, separators=(",", ":")).encode
+
 
 def unstorable_text(text: str) -> str:
     """Why jsonb cannot store this string, or "" if it can."""
@@ -37,7 +41,7 @@ def dump_payload(name: str, value: Any) -> str:
         # No arguments: the common case of bulk fan-out by id is a short payload anyway.
         return "{}" if isinstance(value, dict) else "[]"
     try:
-        text = json.dumps(value, allow_nan=False, separators=(",", ":"))
+        text = _ENCODE(value)
     except (TypeError, ValueError) as exc:
         raise InvalidPayload(f"{name} must be JSON-serializable: {exc}") from exc
     # json.dumps escapes NUL as \u0000 and a surrogate as \udc80 and the like: only then

@@ -346,6 +346,32 @@ def test_enqueue_many_inserts_every_job_in_one_statement(statements: list[str]) 
 
 
 @pytest.mark.django_db
+def test_bulk_results_and_rows_are_what_a_single_enqueue_gives() -> None:
+    nested = {"a": [1, 2]}
+    single = basic.echo.enqueue(1, opts=nested)
+    many = basic.echo.enqueue_many([((1,), {"opts": nested})] * 100)
+    # The payload as stored, not the caller's objects: changing them later changes nothing.
+    nested["a"].append(3)
+    for result in [single, *many]:
+        assert (result.args, result.kwargs) == ([1], {"opts": {"a": [1, 2]}})
+        assert (result.status, result.deduplicated, result.progress, result.worker_ids) == (
+            TaskResultStatus.READY,
+            False,
+            None,
+            [],
+        )
+        assert result.enqueued_at is not None and result.backend == "default"
+    # The COPY of option-less rows leaves the options to the columns' defaults, as the
+    # single INSERT does.
+    columns = (
+        "state", "timeout", "lease_seconds", "backoff_base", "backoff_cap", "jitter", "soft_timeout",
+        "non_retryable", "owner", "public", "expires_at", "attempt", "max_attempts", "priority",
+    )  # fmt: skip
+    rows = {repr(row[1:]) for row in Job.objects.values_list("id", *columns)}
+    assert len(rows) == 1, rows
+
+
+@pytest.mark.django_db
 def test_bulk_enqueue_handles_dedupe_keys_within_the_batch_and_against_the_table(
     statements: list[str],
 ) -> None:

@@ -84,3 +84,9 @@ def exit_process() -> None:
 @task
 def returns_object() -> object:
     return object()
+
+
+@task
+def echo(value: object, **options: object) -> list[object]:
+    """Returns what it was given."""
+    return [value, options]
