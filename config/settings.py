@@ -395,7 +395,10 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {
-        "kv": {"format": "ts=%(asctime)s level=%(levelname)s logger=%(name)s %(message)s"},
+        "kv": {
+            "()": "jobs.logs.KeyValueFormatter",
+            "format": "ts=%(asctime)s level=%(levelname)s logger=%(name)s %(message)s",
+        },
         "json": {
             "()": "jobs.logs.JsonFormatter",
             "format": "%(asctime)s %(levelname)s %(name)s %(message)s",

@@ -11,7 +11,9 @@ line names none.
 
 from __future__ import annotations
 
+import logging
 import re
+import time
 from typing import Any
 
 from pythonjsonlogger.json import JsonFormatter as _JsonFormatter
@@ -32,6 +34,25 @@ _LIFTED = {
     "reason": "reason",
     "worker": "worker_id",
 }
+
+
+class KeyValueFormatter(logging.Formatter):
+    """The text lines' formatter (``ts=... level=... logger=... event=...``). The time is
+    formatted once a second, not once a line: a worker writes a line per job."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._second = -1
+        self._stamp = ""
+
+    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
+        if datefmt is not None:
+            return super().formatTime(record, datefmt)
+        second = int(record.created)
+        if second != self._second:
+            self._stamp = time.strftime(self.default_time_format, self.converter(record.created))
+            self._second = second
+        return f"{self._stamp},{int(record.msecs):03d}"
 
 
 class JsonFormatter(_JsonFormatter):
