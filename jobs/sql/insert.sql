@@ -52,6 +52,8 @@ WITH ins AS (
 ), woken AS (
     SELECT pg_notify('jobs_queued', d.queue_name)
     FROM (SELECT DISTINCT queue_name FROM ins WHERE %(notify)s AND state = 'queued') AS d
-    WHERE NOT EXISTS (SELECT 1 FROM jobs_job j WHERE j.state = 'queued' AND j.queue_name = d.queue_name)
+    -- (The wake-up check of insert_one.sql.)
+    WHERE (SELECT 1 FROM jobs_job j WHERE j.state = 'queued' AND j.queue_name = d.queue_name
+           ORDER BY j.priority DESC, j.run_at, j.id LIMIT 1) IS NULL
 )
 SELECT ins.id FROM ins, (SELECT count(*) FROM woken) AS w

@@ -23,7 +23,7 @@ WITH ins AS (
 )
 SELECT ins.id,
        CASE WHEN %(notify)s AND ins.state = 'queued'
-                 AND NOT EXISTS (SELECT 1 FROM jobs_job j
-                                 WHERE j.state = 'queued' AND j.queue_name = ins.queue_name)
+                 AND (SELECT 1 FROM jobs_job j WHERE j.state = 'queued' AND j.queue_name = ins.queue_name
+                      ORDER BY j.priority DESC, j.run_at, j.id LIMIT 1) IS NULL
             THEN pg_notify('jobs_queued', ins.queue_name) END
 FROM ins

@@ -193,7 +193,8 @@ def _copy_jobs(cursor: Any, jobs: Sequence[NewJob], *, notify: bool, now: dateti
             """
             SELECT pg_notify(%(channel)s, q.name)
             FROM unnest(%(queues)s::text[]) AS q(name)
-            WHERE NOT EXISTS (SELECT 1 FROM jobs_job j WHERE j.state = 'queued' AND j.queue_name = q.name)
+            WHERE (SELECT 1 FROM jobs_job j WHERE j.state = 'queued' AND j.queue_name = q.name
+                   ORDER BY j.priority DESC, j.run_at, j.id LIMIT 1) IS NULL
             """,
             {"channel": NOTIFY_CHANNEL, "queues": sorted(due_queues)},
         )

@@ -218,3 +218,23 @@ def _index_scans(plan: dict) -> list[dict]:
     for child in plan.get("Plans", []):
         found.extend(_index_scans(child))
     return found
+
+
+@pytest.mark.django_db
+def test_the_enqueue_wake_up_check_walks_the_index_while_the_statistics_count_a_drained_backlog() -> None:
+    # A backlog of 20,000 analysed as queued, then drained before autoanalyze comes by: a
+    # plain NOT EXISTS was planned as a scan of the whole table, for every enqueue.
+    factories.insert_queued(20_000)
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE jobs_job")
+        cursor.execute("UPDATE jobs_job SET state = 'succeeded', finished_at = now()")
+    plain = {"id": uuid.uuid4(), "task_path": factories.NOOP, "queue_name": "default", "priority": 0,
+             "args": "[]", "kwargs": "{}", "max_attempts": 3, "trace_id": "", "notify": True}  # fmt: skip
+    full = {**plain, "run_at": None, "now": None, "timeout": None, "lease_seconds": None,
+            "backoff_base": None, "backoff_cap": None, "jitter": None, "soft_timeout": None,
+            "non_retryable": [], "owner": "", "public": False, "expires_at": None}  # fmt: skip
+    keyed = {**full, "dedupe_key": "k", "dedupe_window": None}
+    for name, params in (("insert_plain", plain), ("insert_one", full), ("insert_one_keyed", keyed)):
+        plan = _plan("EXPLAIN " + store.sql(name), params)
+        assert "jobs_job_claimable" in plan, (name, plan)
+        assert "Seq Scan on jobs_job" not in plan, (name, plan)
