@@ -6,7 +6,6 @@ Enqueue writes on the caller's database connection inside the caller's transacti
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Iterable, Sequence
 from dataclasses import MISSING, dataclass, fields, replace
@@ -29,7 +28,7 @@ from .ids import uuid7, uuid7_many
 from .limits import InvalidLimit, LimitSpec, task_limit_name
 from .models import Job, Limit
 from .ownership import MAX_OWNER_LENGTH, owner_key
-from .payloads import ArgumentCheck, dump_payload, unstorable_text
+from .payloads import ArgumentCheck, dump_payload, load_payload, unstorable_text
 from .progress import view as progress_view
 from .retry import RetryPolicy
 from .states import TASK_STATUS, State
@@ -178,8 +177,8 @@ class JobResult(TaskResult):  # type: ignore[misc]  # frozen at run time, not in
         set_field(result, "started_at", None)
         set_field(result, "finished_at", None)
         set_field(result, "last_attempted_at", None)
-        set_field(result, "args", [] if job.args == "[]" else json.loads(job.args))
-        set_field(result, "kwargs", {} if job.kwargs == "{}" else json.loads(job.kwargs))
+        set_field(result, "args", load_payload(job.args))
+        set_field(result, "kwargs", load_payload(job.kwargs))
         set_field(result, "backend", backend)
         set_field(result, "errors", [])
         set_field(result, "worker_ids", [])

@@ -18,7 +18,6 @@ The rules that keep a job from looping or losing its outcome live here:
 from __future__ import annotations
 
 import inspect
-import json
 import logging
 import random
 import time
@@ -33,7 +32,7 @@ from .. import signals
 from ..backend import exception_classes, resolve_task
 from ..exceptions import BadPayload, JobsError, TimeLimitExceeded, UnknownTask
 from ..observe import trace_id_of
-from ..payloads import ArgumentCheck, check_result, error_record
+from ..payloads import ArgumentCheck, check_result, error_record, load_payload
 from ..progress import Sink, Tracker
 from ..retry import RetryPolicy, decide
 from ..store import Claimed
@@ -324,9 +323,9 @@ def _decode(args: Any, kwargs: Any) -> tuple[list[Any], dict[str, Any]]:
     """The stored payload (JSON text as the claim returns it, or decoded jsonb)."""
     try:
         if isinstance(args, str):
-            args = [] if args == "[]" else json.loads(args)
+            args = load_payload(args)
         if isinstance(kwargs, str):
-            kwargs = {} if kwargs == "{}" else json.loads(kwargs)
+            kwargs = load_payload(kwargs)
     except ValueError as exc:
         raise BadPayload(f"payload is not JSON: {exc}") from exc
     if not isinstance(args, list) or not isinstance(kwargs, dict):

@@ -3,12 +3,13 @@ dashboard, finds a dead job through the filter, edits its arguments and replays 
 it succeed once the worker has run it, replays the rest of the dead jobs through the
 confirmation page, and pauses a queue, after which the worker takes nothing from it.
 
-Screenshots of each page go to /work/notes/screens/console-*.png when that folder can be
-made (the project's notes), else to the test's temporary folder."""
+Screenshots of each page go to $SCREENSHOT_DIR/console-*.png when that is set, else to the
+test's temporary folder."""
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -22,15 +23,11 @@ from tests.process.resilience_support import running_worker, wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.process, pytest.mark.django_db(transaction=True)]
 
-SCREENS = Path("/work/notes/screens")
-
 
 def screens(tmp_path: Path) -> Path:
-    try:
-        SCREENS.mkdir(parents=True, exist_ok=True)
-        return SCREENS
-    except OSError:
-        return tmp_path
+    folder = Path(os.environ.get("SCREENSHOT_DIR") or tmp_path / "screenshots")
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
 
 
 def test_an_operator_repairs_a_dead_job_and_pauses_a_queue(admin_page, live_server, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
