@@ -148,17 +148,7 @@ def record_progress(
     written. A sibling of the outcome statement rather than a part of it, so that batches
     without progress (nearly all) run the statement they always ran."""
     cursor.execute(
-        """
-        UPDATE jobs_job j
-        SET progress = p.progress
-                       || jsonb_build_object('updated_at', coalesce(%(now)s, statement_timestamp()))
-        FROM jsonb_to_recordset(%(reports)s::jsonb) AS p(id uuid, attempt int, progress jsonb)
-        WHERE j.id = p.id
-          AND j.state = 'running'
-          AND j.worker_id = %(worker)s
-          AND j.attempt = p.attempt
-        RETURNING j.id
-        """,
+        sql("record_progress"),
         {"worker": worker, "reports": json.dumps(list(reports), default=str), "now": now},
     )
     return {row[0] for row in cursor.fetchall()}
@@ -190,22 +180,7 @@ def extend_leases(
     if not held:
         return set()
     cursor.execute(
-        """
-        WITH mine AS (
-            SELECT j.id
-            FROM jobs_job j
-            JOIN unnest(%(ids)s::uuid[], %(tokens)s::uuid[]) AS h(id, token)
-              ON j.id = h.id AND j.worker_id = h.token
-            WHERE j.state = 'running'
-            FOR UPDATE OF j SKIP LOCKED
-        )
-        UPDATE jobs_job j
-        SET lease_expires_at = coalesce(%(now)s, statement_timestamp())
-                               + coalesce(j.lease_seconds, %(lease_seconds)s) * interval '1 second'
-        FROM mine
-        WHERE j.id = mine.id
-        RETURNING j.id
-        """,
+        sql("extend_leases"),
         {
             "ids": [job_id for job_id, _ in held],
             "tokens": [token for _, token in held],

@@ -3,6 +3,7 @@ its plan walks the partial index while the table is full of finished jobs."""
 
 from __future__ import annotations
 
+import json
 import random
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -238,3 +239,49 @@ def test_the_enqueue_wake_up_check_walks_the_index_while_the_statistics_count_a_
         plan = _plan("EXPLAIN " + store.sql(name), params)
         assert "jobs_job_claimable" in plan, (name, plan)
         assert "Seq Scan on jobs_job" not in plan, (name, plan)
+
+
+@pytest.mark.django_db
+def test_the_fenced_writes_find_their_rows_by_primary_key_while_the_statistics_count_none_running() -> None:
+    # A bulk enqueue analysed as all queued, then claimed: the statistics say no job runs.
+    # Planned from the running rows (jobs_job_lease), the outcome write re-read its whole
+    # list of outcomes once per running row of every worker: 41 ms for 200 outcomes, not 6.
+    factories.insert_queued(20_000)
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE jobs_job")
+    worker = uuid.uuid4()
+    with connection.cursor() as cursor:
+        rows = store.claim(cursor, worker=worker, queues=["default"], limit=200)
+    pairs = [{"id": str(row.id), "attempt": row.attempt} for row in rows]
+    outcomes = json.dumps([{**pair, "state": "succeeded", "result": None} for pair in pairs])
+    statements = {
+        "record_outcomes": (store.sql("record_outcomes"), {
+            "worker": worker, "outcomes": outcomes, "started": json.dumps(pairs), "now": None,
+            "lease_seconds": 300.0}),
+    }  # fmt: skip
+    for name, (sql, params) in statements.items():
+        plan = _plan("EXPLAIN ANALYZE " + sql, params)
+        assert "jobs_job_lease" not in plan, (name, plan)
+        assert plan.count("Index Scan using jobs_job_pkey") == 2, (name, plan)
+        assert "actual time" in plan and "rows=200 loops=1" in plan, (name, plan)
+    # The heartbeat and the progress write go by primary key as well.
+    heartbeat = _plan(
+        "EXPLAIN " + store.sql("extend_leases"),
+        {
+            "ids": [row.id for row in rows],
+            "tokens": [worker] * len(rows),
+            "now": None,
+            "lease_seconds": 300.0,
+        },
+    )
+    progress = _plan(
+        "EXPLAIN " + store.sql("record_progress"),
+        {
+            "worker": worker,
+            "now": None,
+            "reports": json.dumps([{**pair, "progress": {"done": 1}} for pair in pairs]),
+        },
+    )
+    for name, plan in (("heartbeat", heartbeat), ("progress", progress)):
+        assert "jobs_job_lease" not in plan, (name, plan)
+        assert "jobs_job_pkey" in plan, (name, plan)
