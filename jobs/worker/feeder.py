@@ -565,6 +565,15 @@ class Feeder:
                 # queue's first due job, and the job just claimed was still due then).
                 again = RECHECK_AFTER if self.claimed_last else self.config.poll_interval
                 self.idle_until = time.monotonic() + min(again, self.config.poll_interval)
+        elif rows and _came_back_short(self.shares.names, quotas, total, got):
+            # Every queue asked had fewer due jobs than it was asked for: another claim now
+            # would find nothing, and its statement would take a core from the handler just
+            # handed its job. One look soon instead, as after a claim that found nothing
+            # (for a job committed while this claim ran), then the poll interval.
+            with self.cv:
+                self.idle_until = time.monotonic() + min(RECHECK_AFTER, self.config.poll_interval)
+            self.claimed_last = False
+            return True
         self.claimed_last = bool(rows)
         return bool(rows) or not all(quotas)
 
@@ -814,6 +823,13 @@ class Feeder:
         for fd in (self.poke_r, self.poke_w):
             with contextlib.suppress(OSError):
                 os.close(fd)
+
+
+def _came_back_short(names: Sequence[str], quotas: Sequence[int], total: int, got: dict[str, int]) -> bool:
+    """Whether a claim found fewer rows than asked for in every queue it asked (and in
+    all): nothing more was due in any of them."""
+    asked = [(name, quota) for name, quota in zip(names, quotas, strict=True) if quota]
+    return sum(got.values()) < total and all(got.get(name, 0) < quota for name, quota in asked)
 
 
 def _as_uuid(value: uuid.UUID | str) -> uuid.UUID:

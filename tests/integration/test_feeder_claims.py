@@ -1,0 +1,69 @@
+"""When an executor's feeder claims: again at once while the claims come back full, not after
+one that found fewer due jobs than it asked for (that one would find nothing), and then soon
+once more, for a job committed while it ran."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from jobs.worker.db import Connection
+from jobs.worker.feeder import RECHECK_AFTER, Feeder, Lane
+from tests import factories
+from tests.tasks import basic
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+class CountedFeeder(Feeder):
+    claims = 0
+
+    def _claim(self, cursor: Any, **kwargs: Any) -> list[Any]:
+        self.claims += 1
+        return super()._claim(cursor, **kwargs)
+
+
+def feeder_with_room(db: Connection, entries: int) -> tuple[CountedFeeder, Lane]:
+    lane = Lane("threads", entries=list(range(entries)))
+    feeder = CountedFeeder(factories.worker_config(), token=uuid.uuid4(), db=db, lanes={"threads": lane})
+    return feeder, lane
+
+
+def test_a_claim_that_came_back_short_is_not_followed_by_another_at_once() -> None:
+    basic.add.enqueue(1, 2)
+    db = Connection("default", name="test-feeder-claims")
+    try:
+        feeder, lane = feeder_with_room(db, entries=4)
+        assert feeder._claim_if_room(time.monotonic()) is True
+        assert len(lane.waiting) == 1 and feeder.claims == 1
+        # Room for three more, but the queue had no more: no statement now...
+        assert feeder._claim_if_room(time.monotonic()) is False
+        assert feeder.claims == 1
+        assert 0 < feeder.idle_until - time.monotonic() <= RECHECK_AFTER
+        # ...one soon (a job committed meanwhile sent no wake-up: its queue had a due job).
+        later = basic.add.enqueue(3, 4).id
+        assert feeder._claim_if_room(feeder.idle_until) is True
+        assert feeder.claims == 2 and lane.waiting[-1].id == uuid.UUID(later)
+        feeder.close()
+    finally:
+        db.drop()
+
+
+def test_full_claims_are_followed_by_the_next_at_once() -> None:
+    basic.add.enqueue_many([((i, i), {}) for i in range(6)])
+    db = Connection("default", name="test-feeder-claims")
+    try:
+        feeder, lane = feeder_with_room(db, entries=2)
+        feeder.config = replace(feeder.config, max_batch=2)
+        assert feeder._claim_if_room(time.monotonic()) is True
+        assert len(lane.waiting) == 2
+        lane.waiting.clear()  # as if both had started and finished
+        assert feeder._claim_if_room(time.monotonic()) is True
+        assert feeder.claims == 2 and len(lane.waiting) == 2
+        feeder.close()
+    finally:
+        db.drop()
