@@ -16,6 +16,7 @@ retry a step), whose advancing happens in the database functions of migration 00
 """
 
 from .claims import (
+    LIMITS_DECLARED,
     REAP_GRACE,
     UNSTARTED_LEASE,
     Claimed,
@@ -24,6 +25,7 @@ from .claims import (
     cancelled_among,
     claim,
     extend_leases,
+    limits_declared,
     next_due,
     promote,
     reap,
@@ -37,8 +39,9 @@ from .operator import cancel, discard, limit_changed, pause_queue, prune, replay
 from .statements import NOTIFY_CHANNEL, sql
 
 __all__ = [
-    "COPY_THRESHOLD", "NOTIFY_CHANNEL", "REAP_GRACE", "UNSTARTED_LEASE", "Claimed", "Due", "NewJob",
-    "Reaped", "cancel", "cancelled_among", "claim", "discard", "extend_leases", "insert_jobs",
-    "limit_changed", "next_due", "pause_queue", "promote", "prune", "reap", "reap_token",
-    "record_outcomes", "record_progress", "release", "replay", "resume_queue", "run_now", "sql",
+    "COPY_THRESHOLD", "LIMITS_DECLARED", "NOTIFY_CHANNEL", "REAP_GRACE", "UNSTARTED_LEASE", "Claimed",
+    "Due", "NewJob", "Reaped", "cancel", "cancelled_among", "claim", "discard", "extend_leases",
+    "insert_jobs", "limit_changed", "limits_declared", "next_due", "pause_queue", "promote", "prune",
+    "reap", "reap_token", "record_outcomes", "record_progress", "release", "replay", "resume_queue",
+    "run_now", "sql",
 ]  # fmt: skip

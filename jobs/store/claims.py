@@ -82,13 +82,19 @@ def claim(
     lease_seconds: float = 300.0,
     default_timeout: float | None = None,
     unstarted_lease: float = UNSTARTED_LEASE,
+    limits: bool = True,
 ) -> list[Claimed]:
     """Claim up to ``limit`` due jobs, at most ``quotas[i]`` from ``queues[i]`` (default:
     ``limit`` each, so earlier queues fill the batch first). Jobs without their own lease or
     time limit get ``lease_seconds`` and ``default_timeout``; until they start, they are
-    leased for ``unstarted_lease`` at most."""
+    leased for ``unstarted_lease`` at most.
+
+    ``limits=False``: the caller believes no limit is declared, and the statement without
+    the limits' planning claims (sql/claim_plain.sql). If one is, its jobs are left queued
+    and the last row returned has the decision LIMITS_DECLARED and nothing else: claim
+    again with ``limits=True``."""
     cursor.execute(
-        sql("claim"),
+        sql("claim" if limits else "claim_plain"),
         {
             "queues": list(queues),
             "quotas": list(quotas) if quotas is not None else [limit] * len(queues),
@@ -101,6 +107,17 @@ def claim(
         },
     )
     return [Claimed._make(row) for row in cursor.fetchall()]
+
+
+# The decision of claim_plain.sql's last row when a limit is declared (see claim).
+LIMITS_DECLARED = "limits"
+
+
+def limits_declared(cursor: Any) -> bool:
+    """Whether any rate or concurrency limit is declared (a row of jobs_limit): then only
+    claim.sql claims correctly."""
+    cursor.execute("SELECT EXISTS (SELECT 1 FROM jobs_limit)")
+    return bool(cursor.fetchone()[0])
 
 
 def record_outcomes(

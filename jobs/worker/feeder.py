@@ -69,6 +69,8 @@ MARK_AFTER = 0.002
 RETRY_AFTER = 1.0
 # An empty claim right after one that found jobs is followed by one more this soon.
 RECHECK_AFTER = 0.05
+# While limits are declared, whether any still is is read again after this long (seconds).
+LIMITS_READ_EVERY = 30.0
 # Weight of the newest duration in a queue's running average.
 EWMA = 0.2
 
@@ -156,6 +158,11 @@ class Feeder:
         self.rate_turns: list[float] = []
         # Whether the last claim found jobs.
         self.claimed_last = False
+        # Whether a rate or concurrency limit is declared: without one, the cheaper claim
+        # statement serves (and says so when one is). Read again now and then while true
+        # (monotonic time of the last read), to go back once none is.
+        self.limits = False
+        self.limits_read_at = 0.0
         # Burst mode ends once a claim made after the last write found nothing.
         self.empty_since_write = False
         self.crashed = False
@@ -580,15 +587,34 @@ class Feeder:
     def _claim(self, cursor: Any, *, quotas: list[int], limit: int, promote: bool = False) -> list[Claimed]:
         if promote:
             store.promote(cursor)
-        return store.claim(
+        now = time.monotonic()
+        if self.limits and now >= self.limits_read_at + LIMITS_READ_EVERY:
+            self.limits = store.limits_declared(cursor)
+            self.limits_read_at = now
+        claim = partial(
+            store.claim,
             cursor,
             worker=self.token,
             queues=self.shares.names,
-            quotas=quotas,
-            limit=limit,
             lease_seconds=self.config.lease_seconds,
             default_timeout=self.config.default_timeout or None,
         )
+        rows = claim(quotas=quotas, limit=limit, limits=self.limits)
+        if rows and rows[-1].decision == store.LIMITS_DECLARED:
+            # A limit was declared since: its jobs were passed over. They, and the rest of
+            # the batch, are claimed under the limits now.
+            rows.pop()
+            self.limits, self.limits_read_at = True, now
+            taken: dict[str, int] = {}
+            for row in rows:
+                taken[row.queue_name] = taken.get(row.queue_name, 0) + 1
+            rest = [
+                max(0, quota - taken.get(name, 0))
+                for name, quota in zip(self.shares.names, quotas, strict=True)
+            ]
+            if limit > len(rows) and any(rest):
+                rows += claim(quotas=rest, limit=limit - len(rows), limits=True)
+        return rows
 
     def _budget_locked(self, now: float) -> dict[Any, float]:
         """How much each lane can take now: seconds of expected work for the inline lane

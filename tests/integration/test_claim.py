@@ -1,5 +1,6 @@
 """The claim statement: what it picks, that concurrent claimers never share a row, and that
-its plan walks the partial index while the table is full of finished jobs."""
+its plan walks the partial index while the table is full of finished jobs. Each holds for
+both statements: claim.sql and claim_plain.sql (no limit declared), ``limits`` below."""
 
 from __future__ import annotations
 
@@ -23,57 +24,79 @@ from tests import factories
 T0 = timezone.now().replace(microsecond=0) + timedelta(days=1)
 
 
-def claim(*, queues=("default",), limit: int = 100, now=T0, worker: uuid.UUID | None = None) -> list:
+STATEMENTS = pytest.mark.parametrize("limits", [True, False], ids=["claim", "claim_plain"])
+
+
+@pytest.fixture(autouse=True)
+def no_limit_declared(request: pytest.FixtureRequest) -> None:
+    """claim_plain.sql serves a database without limits (it reports any: tests of limits
+    elsewhere leave theirs committed); removed in this test's transaction."""
+    if "limits" in request.fixturenames and request.getfixturevalue("limits") is False:
+        with connection.cursor() as cursor:
+            cursor.execute("DELETE FROM jobs_limit_state")
+            cursor.execute("DELETE FROM jobs_limit")
+
+
+def claim(
+    *, queues=("default",), limit: int = 100, now=T0, worker: uuid.UUID | None = None, limits: bool = True
+) -> list:
     with connection.cursor() as cursor:
-        rows = store.claim(cursor, worker=worker or uuid.uuid4(), queues=list(queues), limit=limit, now=now)
+        rows = store.claim(
+            cursor, worker=worker or uuid.uuid4(), queues=list(queues), limit=limit, now=now, limits=limits
+        )
     return [row[0] for row in rows]
 
 
 @pytest.mark.django_db
-def test_only_due_queued_jobs_of_the_given_queues_are_claimed() -> None:
+@STATEMENTS
+def test_only_due_queued_jobs_of_the_given_queues_are_claimed(limits: bool) -> None:
     due = factories.job(State.QUEUED, run_at=T0)
     factories.job(State.QUEUED, run_at=T0 + timedelta(microseconds=1))
     factories.job(State.QUEUED, run_at=T0, queue_name="email")
     for state in (State.RUNNING, State.SUCCEEDED, State.DEAD, State.CANCELLED):
         factories.job(state, now=T0 - timedelta(hours=1))
-    assert claim() == [due.id]
-    assert claim() == []
+    assert claim(limits=limits) == [due.id]
+    assert claim(limits=limits) == []
 
 
 @pytest.mark.django_db
-def test_higher_priority_first_then_oldest_run_at() -> None:
+@STATEMENTS
+def test_higher_priority_first_then_oldest_run_at(limits: bool) -> None:
     low = factories.job(State.QUEUED, priority=-5, run_at=T0 - timedelta(hours=2))
     old = factories.job(State.QUEUED, priority=0, run_at=T0 - timedelta(hours=1))
     new = factories.job(State.QUEUED, priority=0, run_at=T0 - timedelta(minutes=1))
     high = factories.job(State.QUEUED, priority=10, run_at=T0)
-    order = [claim(limit=1)[0] for _ in range(4)]
+    order = [claim(limit=1, limits=limits)[0] for _ in range(4)]
     assert order == [high.id, old.id, new.id, low.id]
 
 
 @pytest.mark.django_db
-def test_claim_takes_at_most_limit_rows_visiting_queues_in_the_order_given() -> None:
+@STATEMENTS
+def test_claim_takes_at_most_limit_rows_visiting_queues_in_the_order_given(limits: bool) -> None:
     email = [factories.job(State.QUEUED, queue_name="email", run_at=T0) for _ in range(2)]
     default = [factories.job(State.QUEUED, run_at=T0) for _ in range(5)]
-    first = claim(queues=("email", "default"), limit=3)
+    first = claim(queues=("email", "default"), limit=3, limits=limits)
     assert len(first) == 3
     assert set(first) > {j.id for j in email}
-    second = claim(queues=("default", "email"), limit=3)
+    second = claim(queues=("default", "email"), limit=3, limits=limits)
     assert len(second) == 3 and set(second) < {j.id for j in default}
-    assert claim(queues=("email", "default"), limit=3) == list(
+    assert claim(queues=("email", "default"), limit=3, limits=limits) == list(
         {j.id for j in default} - set(first) - set(second)
     )
     assert Job.objects.filter(state=State.RUNNING).count() == 7
 
 
 @pytest.mark.django_db
-def test_claim_uses_the_database_clock_without_now() -> None:
+@STATEMENTS
+def test_claim_uses_the_database_clock_without_now(limits: bool) -> None:
     soon = factories.job(State.QUEUED, run_at=timezone.now() - timedelta(seconds=1))
     factories.job(State.QUEUED, run_at=timezone.now() + timedelta(hours=1))
-    assert claim(now=None) == [soon.id]
+    assert claim(now=None, limits=limits) == [soon.id]
 
 
 @pytest.mark.django_db(transaction=True)
-def test_two_connections_claiming_at_once_never_get_the_same_row() -> None:
+@STATEMENTS
+def test_two_connections_claiming_at_once_never_get_the_same_row(limits: bool) -> None:
     total = 3000
     factories.insert_queued(total)
     everything = set(Job.objects.values_list("id", flat=True))
@@ -85,7 +108,9 @@ def test_two_connections_claiming_at_once_never_get_the_same_row() -> None:
         got: list[uuid.UUID] = []
         with connect(application_name=f"test-claimer-{seed}") as conn, conn.cursor() as cursor:
             barrier.wait(timeout=10)
-            while rows := store.claim(cursor, worker=worker, queues=["default"], limit=rng.randint(1, 25)):
+            while rows := store.claim(
+                cursor, worker=worker, queues=["default"], limit=rng.randint(1, 25), limits=limits
+            ):
                 got.extend(row[0] for row in rows)
         return got
 
@@ -106,7 +131,8 @@ def _plan(sql: str, params: dict) -> str:
 
 
 @pytest.mark.django_db
-def test_the_claim_plan_walks_the_partial_index_among_many_finished_rows() -> None:
+@STATEMENTS
+def test_the_claim_plan_walks_the_partial_index_among_many_finished_rows(limits: bool) -> None:
     factories.insert_finished(100_000)
     factories.insert_queued(200)
     factories.insert_queued(50, queue_name="email")
@@ -117,13 +143,14 @@ def test_the_claim_plan_walks_the_partial_index_among_many_finished_rows() -> No
         "now": None, "lease_seconds": 300.0, "default_timeout": None, "unstarted_lease": 10.0,
     }  # fmt: skip
 
-    custom = _plan("EXPLAIN " + store.sql("claim"), params)
+    statement = store.sql("claim" if limits else "claim_plain")
+    custom = _plan("EXPLAIN " + statement, params)
     assert "jobs_job_claimable" in custom, custom
     assert "Seq Scan on jobs_job" not in custom, custom
 
     # A worker's connection prepares the statement once it repeats, and PostgreSQL may then
     # switch to a generic plan: that one must use the index as well.
-    prepared = store.sql("claim")
+    prepared = statement
     numbered = (
         ("queues", 1),
         ("quotas", 2),
@@ -156,7 +183,7 @@ def test_the_claim_plan_walks_the_partial_index_among_many_finished_rows() -> No
     assert "Seq Scan on jobs_job" not in generic, generic
 
     # And it claims what the plan promises, without touching the finished rows.
-    assert len(claim(queues=("email", "default"), limit=10, now=None)) == 10
+    assert len(claim(queues=("email", "default"), limit=10, now=None, limits=limits)) == 10
 
 
 @pytest.mark.django_db

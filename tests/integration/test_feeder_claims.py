@@ -1,6 +1,7 @@
 """When an executor's feeder claims: again at once while the claims come back full, not after
 one that found fewer due jobs than it asked for (that one would find nothing), and then soon
-once more, for a job committed while it ran."""
+once more, for a job committed while it ran; without the limits' planning until a limit is
+declared, and under the limits from the claim that finds one."""
 
 from __future__ import annotations
 
@@ -11,12 +12,21 @@ from typing import Any
 
 import pytest
 
+from jobs import limits
+from jobs.models import LimitState
 from jobs.worker.db import Connection
 from jobs.worker.feeder import RECHECK_AFTER, Feeder, Lane
 from tests import factories
-from tests.tasks import basic
+from tests.tasks import basic, limited
 
 pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture(autouse=True)
+def fresh_limit_registry() -> Any:
+    limits.registry.forget()
+    yield
+    limits.registry.forget()
 
 
 class CountedFeeder(Feeder):
@@ -64,6 +74,23 @@ def test_full_claims_are_followed_by_the_next_at_once() -> None:
         lane.waiting.clear()  # as if both had started and finished
         assert feeder._claim_if_room(time.monotonic()) is True
         assert feeder.claims == 2 and len(lane.waiting) == 2
+        feeder.close()
+    finally:
+        db.drop()
+
+
+def test_a_limit_declared_while_the_feeder_claimed_without_limits_is_applied_in_the_same_claim() -> None:
+    free = basic.add.enqueue(1, 2).id
+    held = limited.two_at_a_time.enqueue("c").id
+    db = Connection("default", name="test-feeder-claims")
+    try:
+        feeder, lane = feeder_with_room(db, entries=4)
+        assert feeder.limits is False
+        assert feeder._claim_if_room(time.monotonic()) is True
+        assert feeder.claims == 1 and feeder.limits is True
+        assert {str(row.id) for row in lane.waiting} == {free, held}
+        assert all(row.decision == "start" for row in lane.waiting)
+        assert LimitState.objects.get(limit_name="task:tests.tasks.limited.two_at_a_time").running == 1
         feeder.close()
     finally:
         db.drop()

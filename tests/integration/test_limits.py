@@ -202,3 +202,30 @@ def test_starts_within_the_horizon_come_with_their_time_and_late_ones_keep_their
     order = [str(row.id) for row in again if row.decision == "start"]
     assert order[:10] == [str(job.id) for job in waiting[:10]]
     assert not set(order) & set(late)
+
+
+def test_the_claim_without_the_limits_passes_over_a_limited_job_and_says_a_limit_is_declared() -> None:
+    free = basic.add.enqueue(1, 2)
+    held = limited.two_at_a_time.enqueue("c")
+    token = uuid.uuid4()
+    with connection.cursor() as cursor:
+        rows = store.claim(cursor, worker=token, queues=["default"], limit=10, now=T0, limits=False)
+    assert [(row.id, row.decision) for row in rows] == [(uuid.UUID(free.id), "start"), (None, "limits")]
+    assert store.LIMITS_DECLARED == "limits"
+    assert Job.objects.filter(id=held.id, state=State.QUEUED, attempt=0).exists()
+    # Claimed under the limits, it starts and takes its slot.
+    with connection.cursor() as cursor:
+        again = store.claim(cursor, worker=token, queues=["default"], limit=10, now=T0, limits=True)
+    assert [(row.id, row.decision) for row in again] == [(uuid.UUID(held.id), "start")]
+    assert LimitState.objects.get(limit_name="task:tests.tasks.limited.two_at_a_time").running == 1
+
+
+def test_with_no_limit_declared_the_claim_without_the_limits_starts_every_due_job() -> None:
+    ids = [basic.add.enqueue(1, 2).id, limited.two_at_a_time.enqueue("c").id]
+    LimitState.objects.all().delete()
+    Limit.objects.all().delete()
+    with connection.cursor() as cursor:
+        assert not store.limits_declared(cursor)
+        rows = store.claim(cursor, worker=uuid.uuid4(), queues=["default"], limit=10, now=T0, limits=False)
+    assert sorted(str(row.id) for row in rows) == sorted(ids)
+    assert {row.decision for row in rows} == {"start"}
