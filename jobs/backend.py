@@ -28,7 +28,7 @@ from .ids import uuid7, uuid7_many
 from .limits import InvalidLimit, LimitSpec, task_limit_name
 from .models import Job, Limit
 from .ownership import MAX_OWNER_LENGTH, owner_key
-from .payloads import ArgumentCheck, dump_payload, load_payload, unstorable_text
+from .payloads import ArgumentCheck, dump_payload, stored_value, unstorable_text
 from .progress import view as progress_view
 from .retry import RetryPolicy
 from .states import TASK_STATUS, State
@@ -163,11 +163,20 @@ class JobResult(TaskResult):  # type: ignore[misc]  # frozen at run time, not in
     progress: dict[str, Any] | None = None
 
     @classmethod
-    def of_new_job(cls, task: Task, job: store.NewJob, *, enqueued_at: datetime, backend: str) -> JobResult:
-        """The result of a job just inserted. Its args and kwargs are decoded from the JSON
-        that was stored (in C: what TaskResult's normalising in Python would give, and what
-        the handler will get), and the dataclass's __init__ is not run: a bulk enqueue makes
-        thousands of these."""
+    def of_new_job(
+        cls,
+        task: Task,
+        job: store.NewJob,
+        *,
+        enqueued_at: datetime,
+        backend: str,
+        args: Sequence[Any],
+        kwargs: dict[str, Any],
+    ) -> JobResult:
+        """The result of a job just inserted, of these ``args`` and ``kwargs``. They are what
+        the handler will get (payloads.stored_value: copied when JSON keeps them as they are,
+        else decoded from the JSON stored), and the dataclass's __init__ is not run: a bulk
+        enqueue makes thousands of these."""
         result = cls.__new__(cls)
         set_field = object.__setattr__
         set_field(result, "task", task)
@@ -177,8 +186,8 @@ class JobResult(TaskResult):  # type: ignore[misc]  # frozen at run time, not in
         set_field(result, "started_at", None)
         set_field(result, "finished_at", None)
         set_field(result, "last_attempted_at", None)
-        set_field(result, "args", load_payload(job.args))
-        set_field(result, "kwargs", load_payload(job.kwargs))
+        set_field(result, "args", stored_value(args, job.args))
+        set_field(result, "kwargs", stored_value(kwargs, job.kwargs))
         set_field(result, "backend", backend)
         set_field(result, "errors", [])
         set_field(result, "worker_ids", [])
@@ -488,9 +497,14 @@ class PostgresBackend(BaseTaskBackend):
         results = []
         announce = signals.observed(signals.task_enqueued)
         enqueued_at = timezone.now()
-        for (task, _, _), row, (job_id, created) in zip(calls, rows, outcome, strict=True):
+        alias = self.alias
+        for (task, args, kwargs), row, (job_id, created) in zip(calls, rows, outcome, strict=True):
             if created:
-                results.append(JobResult.of_new_job(task, row, enqueued_at=enqueued_at, backend=self.alias))
+                results.append(
+                    JobResult.of_new_job(
+                        task, row, enqueued_at=enqueued_at, backend=alias, args=args, kwargs=kwargs
+                    )
+                )
             else:
                 results.append(replace(self.result_from_job(existing[job_id]), deduplicated=True))
         if announce:

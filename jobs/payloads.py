@@ -47,8 +47,37 @@ def dump_payload(name: str, value: Any) -> str:
     # json.dumps escapes NUL as \u0000 and a surrogate as \udc80 and the like: only then
     # can a string be one PostgreSQL refuses (astral characters, escaped as surrogate
     # pairs, are fine).
-    _check_payload(name, value, check_text="\\u0000" in text or "\\ud" in text)
+    escaped = "\\u0000" in text or "\\ud" in text
+    if escaped or not is_flat(value):
+        _check_payload(name, value, check_text=escaped)
     return text
+
+
+# Values JSON gives back exactly as they went in (their exact types: not a subclass, whose
+# own type would be lost).
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
+def is_flat(value: Sequence[Any] | dict[str, Any]) -> bool:
+    """Whether args or kwargs hold only scalars JSON keeps as they are (and string keys):
+    the commonest payloads (ids, names, numbers), which need no walk."""
+    if isinstance(value, dict):
+        return all(type(key) is str for key in value) and all(
+            type(item) in _SCALARS for item in value.values()
+        )
+    return all(type(item) in _SCALARS for item in value)
+
+
+def stored_value(value: Any, text: str) -> Any:
+    """What a handler gets back for args or kwargs ``value`` (stored as ``text``, its
+    dump_payload): for a flat list, tuple or dict, a list or dict of the same items; else
+    the stored JSON, decoded."""
+    kind = type(value)
+    if kind in (list, tuple) and is_flat(value):
+        return list(value)
+    if kind is dict and is_flat(value):
+        return dict(value)
+    return load_payload(text)
 
 
 def load_payload(text: str) -> Any:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 import math
 import threading
 import uuid
@@ -663,3 +664,25 @@ def test_an_unknown_queue_names_the_configured_ones() -> None:
         InvalidTask, match=r"unknown queue 'emial'; configured queues: default, email, low, push"
     ):
         basic.add.using(queue_name="emial")
+
+
+class Level(enum.IntEnum):
+    HIGH = 2
+
+
+@pytest.mark.django_db
+def test_a_results_arguments_are_what_the_handler_will_get() -> None:
+    # Flat ones are copied (a tuple as a list), others decoded from what was stored: an int
+    # enum comes back a plain int, a nested structure equal and not shared.
+    nested = {"ids": [1, 2], "flag": True}
+    results = basic.echo.enqueue_many(
+        [((1,), {"name": "a", "none": None, "x": 2.5}), ((nested,), {"level": Level.HIGH})]
+    )
+    flat, deep = results
+    assert (flat.args, type(flat.args)) == ([1], list)
+    assert flat.kwargs == {"name": "a", "none": None, "x": 2.5}
+    assert deep.args == [nested] and deep.args[0] is not nested
+    assert deep.kwargs == {"level": 2} and type(deep.kwargs["level"]) is int
+    stored = {job.id: (job.args, job.kwargs) for job in Job.objects.all()}
+    for result in results:
+        assert stored[uuid.UUID(result.id)] == (result.args, result.kwargs)
