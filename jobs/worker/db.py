@@ -76,6 +76,38 @@ def connect(database: str = "default", *, application_name: str = "jobs", **libp
     return conn
 
 
+# What the server answers to a connection it will never accept as configured (its FATAL
+# messages, in English: a server with other lc_messages is retried like any other failure).
+_REFUSED = (
+    ("does not exist", "the database or the role does not exist"),
+    ("password authentication failed", "the password is wrong"),
+    ("no pg_hba.conf entry", "the server's pg_hba.conf does not let this host, user and database in"),
+    ("permission denied for database", "the role may not connect to this database"),
+    ("authentication failed", "authentication failed"),
+)
+# The exit code of a worker or scheduler that cannot start as configured (sysexits'
+# EX_CONFIG): restarting it will not help (e.g. systemd's RestartPreventExitStatus=78).
+EX_CONFIG = 78
+
+
+class DatabaseRefused(Exception):
+    """The database refuses the configured connection: it will not get better by waiting."""
+
+
+def refuse_unusable_database(database: str = "default") -> None:
+    """Connect once: raise DatabaseRefused (with what to fix) if the server refuses the
+    configured database, role or password. A server that does not answer yet (starting,
+    restarting, unreachable for a moment) is left to the reconnect loops."""
+    try:
+        connect(database, application_name="jobs-check").close()
+    except psycopg.OperationalError as exc:
+        text = str(exc).strip()
+        for marker, meaning in _REFUSED:
+            if marker in text:
+                name = settings.DATABASES[database].get("NAME")
+                raise DatabaseRefused(f"cannot use database {name!r}: {meaning} ({text})") from exc
+
+
 def listen_libpq() -> dict[str, Any]:
     """libpq parameters for a LISTEN connection: the server of ``JOBS_LISTEN_URL`` when set
     (a direct connection past a pooler in transaction mode, which cannot keep a LISTEN),

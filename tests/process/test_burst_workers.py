@@ -163,3 +163,33 @@ def test_a_worker_runs_higher_priority_jobs_first_within_and_across_batches(side
         order = [int(key.split(":")[0][1:]) for (key,) in cursor.fetchall()]
     assert len(order) == 120
     assert order == sorted(order, reverse=True)
+
+
+@pytest.mark.parametrize(
+    ("command", "url", "says"),
+    [
+        (
+            ["runworker", "--burst"],
+            "postgres://postgres@127.0.0.1:5432/no_such_database",
+            'database "no_such_database"',
+        ),
+        (["runworker"], "postgres://no_such_role@127.0.0.1:5432/postgres", 'role "no_such_role"'),
+        (
+            ["runscheduler", "--once"],
+            "postgres://postgres@127.0.0.1:5432/no_such_database",
+            "no_such_database",
+        ),
+    ],
+)
+def test_a_database_that_refuses_the_connection_is_a_clear_error_at_once(
+    command: list[str], url: str, says: str
+) -> None:
+    # Retrying cannot help (a worker used to retry such a database until it was killed):
+    # the command names what is wrong and exits with EX_CONFIG, which supervisors can be
+    # told not to restart.
+    env = subprocess_env(DATABASE_URL=url)
+    proc = manage(*command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    output, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 78, output
+    assert "cannot use database" in output and says in output and "Check DATABASE_URL" in output, output
+    assert "worker_started" not in output

@@ -4,6 +4,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from jobs.conf import jobs_settings
 from jobs.scheduler import Scheduler, SchedulerConfig
+from jobs.worker.db import EX_CONFIG, DatabaseRefused, refuse_unusable_database
 
 
 class Command(BaseCommand):
@@ -34,4 +35,8 @@ class Command(BaseCommand):
             max_sleep=options["max_sleep"],
             listen=False if options["no_listen"] else None,
         )
+        try:
+            refuse_unusable_database()
+        except DatabaseRefused as exc:
+            raise CommandError(f"{exc}. Check DATABASE_URL.", returncode=EX_CONFIG) from exc
         raise SystemExit(Scheduler(config).run(once=options["once"]))

@@ -130,7 +130,13 @@ class Command(BaseCommand):
             async_concurrency=options["async_concurrency"],
             metrics_port=options["metrics_port"],
         )
+        from jobs.worker.db import EX_CONFIG, DatabaseRefused, refuse_unusable_database
         from jobs.worker.reload import is_reloaded_child, run_with_reload
+
+        try:
+            refuse_unusable_database()
+        except DatabaseRefused as exc:
+            raise CommandError(f"{exc}. Check DATABASE_URL.", returncode=EX_CONFIG) from exc
 
         if options["reload"] and not is_reloaded_child():
             raise SystemExit(run_with_reload(root=Path(getattr(settings, "BASE_DIR", Path.cwd()))))
