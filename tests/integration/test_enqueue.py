@@ -686,3 +686,33 @@ def test_a_results_arguments_are_what_the_handler_will_get() -> None:
     stored = {job.id: (job.args, job.kwargs) for job in Job.objects.all()}
     for result in results:
         assert stored[uuid.UUID(result.id)] == (result.args, result.kwargs)
+
+
+def _prepared_inserts() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE '%%INSERT INTO jobs_job%%'"
+        )
+        return cursor.fetchone()[0]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_enqueue_statement_is_prepared_once_per_connection() -> None:
+    # Django's own connection has psycopg's prepared statements off; the enqueue turns them
+    # on for its statement (one plan per connection, not one per job).
+    connection.close()
+    for i in range(10):
+        basic.add.enqueue(i, i)
+    assert _prepared_inserts() == 1
+    assert Job.objects.count() == 10
+
+
+@pytest.mark.django_db(transaction=True)
+@override_settings(JOBS={"PREPARED_STATEMENTS": False})
+def test_without_prepared_statements_the_enqueue_is_never_prepared_and_works() -> None:
+    # For a pooler in transaction mode that cannot keep them (PgBouncer before 1.21).
+    connection.close()
+    for i in range(10):
+        basic.add.enqueue(i, i)
+    assert _prepared_inserts() == 0
+    assert Job.objects.count() == 10
