@@ -697,22 +697,18 @@ def _prepared_inserts() -> int:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_the_enqueue_statement_is_prepared_once_per_connection() -> None:
+@pytest.mark.parametrize(
+    ("prepared", "statements"), [(True, 1), (False, 0)], ids=["prepared", "not-prepared"]
+)
+def test_the_enqueue_statement_is_prepared_once_per_connection_unless_turned_off(
+    prepared: bool, statements: int
+) -> None:
     # Django's own connection has psycopg's prepared statements off; the enqueue turns them
-    # on for its statement (one plan per connection, not one per job).
-    connection.close()
-    for i in range(10):
-        basic.add.enqueue(i, i)
-    assert _prepared_inserts() == 1
-    assert Job.objects.count() == 10
-
-
-@pytest.mark.django_db(transaction=True)
-@override_settings(JOBS={"PREPARED_STATEMENTS": False})
-def test_without_prepared_statements_the_enqueue_is_never_prepared_and_works() -> None:
-    # For a pooler in transaction mode that cannot keep them (PgBouncer before 1.21).
-    connection.close()
-    for i in range(10):
-        basic.add.enqueue(i, i)
-    assert _prepared_inserts() == 0
+    # on for its statement (one plan per connection, not one per job), except with
+    # JOBS_PREPARED_STATEMENTS=false (a pooler that cannot keep them, PgBouncer < 1.21).
+    with override_settings(JOBS={"PREPARED_STATEMENTS": prepared}):
+        connection.close()
+        for i in range(10):
+            basic.add.enqueue(i, i)
+        assert _prepared_inserts() == statements
     assert Job.objects.count() == 10
