@@ -43,6 +43,9 @@ def _slow_job_with_a_batch_behind_it(worker_tmp: Path) -> tuple[str, list[str]]:
 def test_kill_9_of_a_worker_gives_its_unstarted_jobs_back_unused(tmp_path: Path) -> None:
     with running_worker(tmp_path, "--concurrency", "1", name="doomed", **HOLD_BATCH) as doomed:
         slow, behind = _slow_job_with_a_batch_behind_it(tmp_path)
+        # Its start is written within about 10 ms of it (the feeder's FLUSH_AFTER); killed
+        # before that, it would come back unused, as a job that never began.
+        wait_until(lambda: job(slow).started_attempt == 1, timeout=5, message="the slow job's start mark")
         os.killpg(doomed.pid, signal.SIGKILL)
         doomed.wait()
     with running_worker(tmp_path, "--concurrency", "2", name="rescuer", JOBS_LEASE_SECONDS="2"):
