@@ -38,7 +38,7 @@ import signal
 import threading
 import time
 import uuid
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
@@ -605,13 +605,9 @@ class Feeder:
             # the batch, are claimed under the limits now.
             rows.pop()
             self.limits, self.limits_read_at = True, now
-            taken: dict[str, int] = {}
-            for row in rows:
-                taken[row.queue_name] = taken.get(row.queue_name, 0) + 1
-            rest = [
-                max(0, quota - taken.get(name, 0))
-                for name, quota in zip(self.shares.names, quotas, strict=True)
-            ]
+            taken = Counter(row.queue_name for row in rows)
+            names = self.shares.names
+            rest = [max(0, quota - taken[name]) for name, quota in zip(names, quotas, strict=True)]
             if limit > len(rows) and any(rest):
                 rows += claim(quotas=rest, limit=limit - len(rows), limits=True)
         return rows

@@ -281,16 +281,12 @@ def test_the_fenced_writes_find_their_rows_by_primary_key_while_the_statistics_c
         rows = store.claim(cursor, worker=worker, queues=["default"], limit=200)
     pairs = [{"id": str(row.id), "attempt": row.attempt} for row in rows]
     outcomes = json.dumps([{**pair, "state": "succeeded", "result": None} for pair in pairs])
-    statements = {
-        "record_outcomes": (store.sql("record_outcomes"), {
-            "worker": worker, "outcomes": outcomes, "started": json.dumps(pairs), "now": None,
-            "lease_seconds": 300.0}),
-    }  # fmt: skip
-    for name, (sql, params) in statements.items():
-        plan = _plan("EXPLAIN ANALYZE " + sql, params)
-        assert "jobs_job_lease" not in plan, (name, plan)
-        assert plan.count("Index Scan using jobs_job_pkey") == 2, (name, plan)
-        assert "actual time" in plan and "rows=200 loops=1" in plan, (name, plan)
+    params = {"worker": worker, "outcomes": outcomes, "started": json.dumps(pairs), "now": None,
+              "lease_seconds": 300.0}  # fmt: skip
+    plan = _plan("EXPLAIN ANALYZE " + store.sql("record_outcomes"), params)
+    assert "jobs_job_lease" not in plan, plan
+    assert plan.count("Index Scan using jobs_job_pkey") == 2, plan
+    assert "actual time" in plan and "rows=200 loops=1" in plan, plan
     # The heartbeat and the progress write go by primary key as well.
     heartbeat = _plan(
         "EXPLAIN " + store.sql("extend_leases"),
