@@ -29,11 +29,14 @@ import bisect
 import json
 import logging
 import mmap
+import os
 import struct
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
+from .seqlock import WORD, SequenceWords
 from .slots import SlotTable
 
 logger = logging.getLogger("jobs.worker")
@@ -57,7 +60,10 @@ OUTCOMES = {
 MAX_SERIES = 2000
 OTHER = "other"
 
-_SEQ = struct.Struct("=QQI")  # sequence (odd while writing), generation, length
+# Each half: a sequence word (seqlock.py), then generation and length, then the body.
+_META = struct.Struct("=QI")
+_BODY = WORD + _META.size
+_READ_PATIENCE = 0.1
 _HALF = 512 * 1024
 
 
@@ -148,47 +154,66 @@ class MetricsTable:
     def __init__(self, regions: int) -> None:
         self.regions = regions
         self.buf = mmap.mmap(-1, regions * 2 * _HALF)
+        self.seq = SequenceWords(self.buf)
         self.full_warned = False
 
     def _offset(self, region: int, half: int) -> int:
         return (region * 2 + half) * _HALF
 
     def read(self, region: int) -> dict[str, Any]:
-        """The newest whole snapshot in ``region`` ({} if none)."""
-        best: tuple[int, bytes] | None = None
-        for half in (0, 1):
-            offset = self._offset(region, half)
-            seq, generation, length = _SEQ.unpack_from(self.buf, offset)
-            if seq % 2 or not length or length > _HALF - _SEQ.size:
-                continue
-            data = bytes(self.buf[offset + _SEQ.size : offset + _SEQ.size + length])
-            if _SEQ.unpack_from(self.buf, offset)[0] != seq:
-                continue
-            if best is None or generation > best[0]:
-                best = (generation, data)
+        """The newest whole snapshot in ``region`` ({} if none).
+
+        The two halves are read as one: a reader slower than its writer could otherwise
+        take an old half for the newest (the other half rewritten twice while it read), or
+        find each half in the middle of a write and take the region for empty; a scrape
+        would show either as counters going back. A pass in which a half's sequence word
+        changed is read again, for up to _READ_PATIENCE; a writer killed mid-write leaves
+        its half odd and unchanging, which settles."""
+        give_up = time.monotonic() + _READ_PATIENCE
+        while True:
+            best, settled = self._newest(region)
+            if settled or time.monotonic() > give_up:
+                break
+            os.sched_yield()
         if best is None:
             return {}
         try:
-            value: dict[str, Any] = json.loads(best[1])
+            value: dict[str, Any] = json.loads(best)
         except ValueError:
             return {}
         return value
 
+    def _newest(self, region: int) -> tuple[bytes | None, bool]:
+        """The body of the newest whole half, and whether neither half changed meanwhile."""
+        offsets = [self._offset(region, half) for half in (0, 1)]
+        before = [self.seq.load(offset) for offset in offsets]
+        bodies: list[tuple[int, bytes] | None] = []
+        for offset, seq in zip(offsets, before, strict=True):
+            generation, length = _META.unpack_from(self.buf, offset + WORD)
+            if seq % 2 or not length or length > _HALF - _BODY:
+                bodies.append(None)
+            else:
+                bodies.append((generation, bytes(self.buf[offset + _BODY : offset + _BODY + length])))
+        after = [self.seq.load(offset) for offset in offsets]
+        # A half whose word moved while it was read is not whole.
+        whole = [body for body, b, a in zip(bodies, before, after, strict=True) if body and b == a]
+        best = max(whole, default=None, key=lambda body: body[0])
+        return (best[1] if best else None), before == after
+
     def write(self, region: int, data: dict[str, Any]) -> None:
         body = json.dumps(data, separators=(",", ":")).encode()
-        if len(body) > _HALF - _SEQ.size:
+        if len(body) > _HALF - _BODY:
             if not self.full_warned:
                 self.full_warned = True
                 logger.warning("event=metrics_region_full bytes=%d", len(body))
             return
-        generations = [_SEQ.unpack_from(self.buf, self._offset(region, half))[1] for half in (0, 1)]
+        generations = [_META.unpack_from(self.buf, self._offset(region, half) + WORD)[0] for half in (0, 1)]
         half = 0 if generations[0] <= generations[1] else 1
         offset = self._offset(region, half)
-        seq = _SEQ.unpack_from(self.buf, offset)[0]
-        generation = max(generations) + 1
-        _SEQ.pack_into(self.buf, offset, seq + 1, generation, 0)
-        self.buf[offset + _SEQ.size : offset + _SEQ.size + len(body)] = body
-        _SEQ.pack_into(self.buf, offset, seq + 2, generation, len(body))
+        seq = self.seq.begin(offset)
+        _META.pack_into(self.buf, offset + WORD, max(generations) + 1, len(body))
+        self.buf[offset + _BODY : offset + _BODY + len(body)] = body
+        self.seq.end(offset, seq)
 
 
 class Publisher:

@@ -10,7 +10,10 @@ extend the leases of exactly the jobs in hand.
 
 A sequence number per entry (odd while a write is in progress) keeps readers from taking
 half a write; the supervisor also uses it to tell that an entry did not change between two
-reads (the time-limit kill, supervisor.py).
+reads (the time-limit kill, supervisor.py). A reader that finds a write in progress waits
+for it as long as its writer lives (the executor named in the header for an entry, the
+process that made the table for a header), and takes what is there only once the writer is
+dead: killed in the middle of the write, it will never finish it.
 """
 
 from __future__ import annotations
@@ -22,21 +25,25 @@ import time
 import uuid
 from dataclasses import dataclass
 
-# The sequence number is a word of its own: struct's pack_into zero-fills the whole region
-# it packs before writing, so packing it with the fields would let a reader see an even
-# (zero) sequence in the middle of a write.
-_SEQ = struct.Struct("=Q")
+from .seqlock import WORD, SequenceWords, aligned
+
+# Each region is a sequence word (seqlock.py) and then its fields; regions are whole words
+# long, so that every sequence word is aligned.
 # job id, attempt, started (monotonic), hard deadline (monotonic, 0: none), lease seconds
 _FIELDS = struct.Struct("=16siddd")
-_ENTRY_SIZE = _SEQ.size + _FIELDS.size
+_ENTRY_SIZE = aligned(WORD + _FIELDS.size)
 # claim token, pid
 _HEADER = struct.Struct("=16si")
-_HEADER_SIZE = _SEQ.size + _HEADER.size
-# A write takes microseconds, but the writer may be preempted in the middle of one; the
-# reader yields and waits this long before it takes a write that never finished (its
-# writer was killed mid-write).
+_HEADER_SIZE = aligned(WORD + _HEADER.size)
+# A write takes microseconds, but its writer may be descheduled in the middle of one for
+# far longer on a loaded machine. A reader waits for a live writer up to _LIVE_PATIENCE (a
+# writer stopped with SIGSTOP would otherwise hold it forever) and for one it cannot name
+# (an executor forked and not yet named in its header) up to _READ_PATIENCE; once the
+# writer is dead it takes what is there at once.
 _READ_PATIENCE = 0.1
+_LIVE_PATIENCE = 2.0
 _EMPTY = bytes(16)
+_PROC = os.path.isdir("/proc/self")
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,6 +70,9 @@ class SlotTable:
         self.block_size = _HEADER_SIZE + entries * _ENTRY_SIZE
         # Anonymous shared mapping: inherited by forked processes, shared both ways.
         self.buf = mmap.mmap(-1, self.block_size * executors)
+        self.seq = SequenceWords(self.buf)
+        # Headers are written only by the process that made the table (the supervisor).
+        self.owner = os.getpid()
 
     # --- layout ---------------------------------------------------------------------
 
@@ -75,23 +85,26 @@ class SlotTable:
         return executor * self.block_size + _HEADER_SIZE + entry * _ENTRY_SIZE
 
     def _write(self, offset: int, layout: struct.Struct, *fields: object) -> None:
-        seq = _SEQ.unpack_from(self.buf, offset)[0]
-        _SEQ.pack_into(self.buf, offset, seq + 1)
-        layout.pack_into(self.buf, offset + _SEQ.size, *fields)
-        _SEQ.pack_into(self.buf, offset, seq + 2)
+        seq = self.seq.begin(offset)
+        layout.pack_into(self.buf, offset + WORD, *fields)
+        self.seq.end(offset, seq)
 
-    def _read(self, offset: int, layout: struct.Struct) -> tuple[int, tuple[object, ...]]:
-        give_up = 0.0
+    def _read(self, offset: int, layout: struct.Struct, writer: int) -> tuple[int, tuple[object, ...]]:
+        """A whole write of the region at offset, waiting out one in progress while its
+        writer (a pid, 0: not known) is alive."""
+        started = 0.0
         while True:
-            seq = _SEQ.unpack_from(self.buf, offset)[0]
-            fields = layout.unpack_from(self.buf, offset + _SEQ.size)
-            if seq % 2 == 0 and _SEQ.unpack_from(self.buf, offset)[0] == seq:
+            seq = self.seq.load(offset)
+            fields = layout.unpack_from(self.buf, offset + WORD)
+            if seq % 2 == 0 and self.seq.load(offset) == seq:
                 return seq, fields
             now = time.monotonic()
-            if not give_up:
-                give_up = now + _READ_PATIENCE
-            elif now > give_up:
-                return seq, fields
+            if not started:
+                started = now
+            else:
+                dead = writer and not _alive(writer)
+                if dead or now - started > (_LIVE_PATIENCE if writer else _READ_PATIENCE):
+                    return seq, fields
             os.sched_yield()
 
     # --- executors (written by the supervisor) --------------------------------------------
@@ -101,7 +114,7 @@ class SlotTable:
 
     def executor(self, executor: int) -> tuple[uuid.UUID, int] | None:
         """The claim token and pid of the executor in this block, if one was started."""
-        _, (token, pid) = self._read(self._header_offset(executor), _HEADER)
+        _, (token, pid) = self._read(self._header_offset(executor), _HEADER, self.owner)
         assert isinstance(token, bytes) and isinstance(pid, int)
         return None if token == _EMPTY else (uuid.UUID(bytes=token), pid)
 
@@ -137,8 +150,9 @@ class SlotTable:
         self._write(self._entry_offset(executor, entry), _FIELDS, _EMPTY, 0, 0.0, 0.0, 0.0)
 
     def snapshot(self, executor: int, entry: int) -> Snapshot:
+        named = self.executor(executor)
         seq, (job, attempt, started, deadline, lease) = self._read(
-            self._entry_offset(executor, entry), _FIELDS
+            self._entry_offset(executor, entry), _FIELDS, named[1] if named else 0
         )
         if job == _EMPTY:
             return Snapshot(seq, None)
@@ -156,3 +170,24 @@ class SlotTable:
             if running is not None:
                 found.append((entry, running))
         return found
+
+
+def _alive(pid: int) -> bool:
+    """Whether the process runs still: not gone, and not a zombie waiting to be reaped (the
+    supervisor reads the entries of an executor that died before it reaps it)."""
+    if _PROC:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as stat:
+                fields = stat.read()
+        except FileNotFoundError:
+            return False
+        # "pid (comm) state ...": comm may hold spaces and parentheses, so split at the last.
+        state = fields[fields.rindex(b")") + 2 : fields.rindex(b")") + 3]
+        return state not in (b"Z", b"X")
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

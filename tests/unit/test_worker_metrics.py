@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
+import time
 from multiprocessing.sharedctypes import RawValue
 
 import pytest
@@ -10,7 +13,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from jobs.worker import metrics
-from jobs.worker.metrics import _SEQ, MetricsTable, Publisher, Tally, WorkerCollector
+from jobs.worker.metrics import _META, MetricsTable, Publisher, Tally, WorkerCollector
 from jobs.worker.slots import SlotTable
 
 
@@ -92,11 +95,36 @@ def test_a_publish_cut_short_leaves_the_previous_snapshot() -> None:
     publisher.tally.count("app.send", "email", "dead")
     publisher.publish()
     # The newest half as a process killed mid-write leaves it: its sequence odd.
-    newest = max((0, 1), key=lambda half: _SEQ.unpack_from(table.buf, table._offset(0, half))[1])
-    offset = table._offset(0, newest)
-    seq, generation, length = _SEQ.unpack_from(table.buf, offset)
-    _SEQ.pack_into(table.buf, offset, seq + 1, generation, length)
+    newest = max((0, 1), key=lambda half: _META.unpack_from(table.buf, table._offset(0, half) + 8)[0])
+    table.seq.begin(table._offset(0, newest))
     assert table.read(0)["finished"] == [["app.send", "email", "dead", 1]]
+
+
+def test_reads_during_constant_publishes_never_go_back() -> None:
+    # A scrape that came back empty, or older than the one before, would read to
+    # Prometheus as a counter reset.
+    table = MetricsTable(1)
+    publisher = Publisher(table, 0)
+    pid = os.fork()
+    if pid == 0:
+        try:
+            while True:
+                publisher.tally.count("app.send", "email", "dead")
+                publisher.publish()
+        finally:
+            os._exit(0)
+    try:
+        counts = []
+        deadline = time.monotonic() + 0.5
+        while time.monotonic() < deadline:
+            snapshot = table.read(0)
+            if snapshot or counts:
+                counts.append(snapshot["finished"][0][3])
+        assert counts, "the writer never got to publish"
+        assert counts == sorted(counts)
+    finally:
+        os.kill(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
 
 
 def test_threads_counting_at_once_lose_nothing() -> None:
