@@ -5,8 +5,10 @@ autoreloader, as ``runserver`` does (the modules it has loaded, whatever receive
 ``autoreload_started`` add, such as template folders, and here also every ``.py`` file in
 the project's folders, since the worker imports task modules this process never loads, and
 folders made while it runs), and runs the real worker as a child: the same command line,
-with RELOADED_CHILD set. A file seen for the first time restarts nothing: the worker has
-not imported it yet, and imports it when a job first needs it.
+with RELOADED_CHILD set. A file that appears while it runs restarts the worker as a change
+does: the worker may have imported it already (a job of a task module written a moment
+ago can run before this process next looks, a second at most), and an edit made before
+that look would otherwise never be seen as one.
 
 On a change it sends the child SIGTERM, so the worker stops as on any shutdown (running
 jobs finish within the shutdown timeout, the rest go back to the queue without using an
@@ -26,6 +28,8 @@ import logging
 import os
 import signal
 import subprocess
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -69,7 +73,7 @@ class Reloader:
     def run(self) -> int:
         # Stat polling, as runserver does without watchman: it takes folders added while it
         # runs (watch_dir before each tick), such as the app a newcomer creates next.
-        watcher = autoreload.StatReloader()
+        watcher = _StatWatcher()
         watcher.watch_dir(self.root, "*.py")
         # Our receiver answers every change, so the autoreloader never exits this process.
         autoreload.file_changed.connect(self._on_change, dispatch_uid="jobs.worker.reload")
@@ -144,6 +148,26 @@ class Reloader:
     def _on_change(self, sender: object, file_path: Path, **kwargs: Any) -> bool:
         self.changed.append(Path(file_path))
         return True
+
+
+class _StatWatcher(autoreload.StatReloader):
+    """Django's stat polling, except that a file first seen after the first look is a
+    change (Django's takes it as the first mtime to compare with)."""
+
+    def tick(self) -> Iterator[None]:
+        mtimes: dict[Path, float] = {}
+        first_look = True
+        while True:
+            for path, mtime in self.snapshot_files():
+                before = mtimes.get(path)
+                mtimes[path] = mtime
+                if before is None and first_look:
+                    continue
+                if before is None or mtime > before:
+                    self.notify_file_changed(path)
+            first_look = False
+            time.sleep(self.SLEEP_TIME)
+            yield
 
 
 def run_with_reload(*, root: Path) -> int:

@@ -40,6 +40,10 @@ def added() -> str:
 """
 
 
+RELOAD = "event=reload changed="
+STARTED = "event=worker_started"
+
+
 @pytest.fixture
 def task_module() -> Iterator[tuple[str, Path]]:
     """A task module inside the project (the reloader watches the project's folders)."""
@@ -107,3 +111,38 @@ def test_a_worker_that_died_starts_again_on_the_next_change(
         worker.signal(signal.SIGTERM)
         assert worker.wait() == 0
     assert "event=reloader_stopped code=0" in worker.log()
+
+
+def test_a_task_module_written_while_the_worker_runs_and_edited_at_once_is_picked_up(
+    tmp_path: Path,
+) -> None:
+    # The newcomer's path: a new module, one job of it run, and the module edited, all
+    # before the watcher's next look. The edit must still restart the worker.
+    name = f"_reload_{uuid.uuid4().hex[:8]}"
+    path = ROOT / "tests" / "tasks" / f"{name}.py"
+    try:
+        with running_worker(tmp_path, "--reload", "--concurrency", "1") as worker:
+            path.write_text(FIRST)
+            module = importlib.import_module(f"tests.tasks.{name}")
+            first = module.version.enqueue()
+            assert wait_until(lambda: succeeded(first.id)).result == 1
+            path.write_text(SECOND)
+            # A reload seen after the edit, and the worker it started (a reload for the new
+            # file alone may have come before the edit, and its worker may have run the
+            # module as it first was).
+            reloads = worker.log().count(RELOAD)
+
+            def restarted() -> bool:
+                log = worker.log()
+                return log.count(RELOAD) > reloads and log.count(STARTED) > log.count(RELOAD)
+
+            wait_until(restarted, timeout=15)
+            module = importlib.reload(module)
+            again = module.version.enqueue()
+            assert wait_until(lambda: succeeded(again.id)).result == 2
+            worker.signal(signal.SIGTERM)
+            assert worker.wait() == 0
+    finally:
+        path.unlink(missing_ok=True)
+        for cached in (path.parent / "__pycache__").glob(f"{name}.*"):
+            cached.unlink()
