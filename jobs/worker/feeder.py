@@ -624,7 +624,9 @@ class Feeder:
             for row, at in inline.running.values():
                 ahead += max(self._expected(row.queue_name) - (now - at), 0.0)
             if not inline.waiting and not inline.running:
-                budget[INLINE] = horizon
+                # An idle handler takes a job whatever the horizon (0: nothing claimed
+                # ahead, one job at a time): _spend lets a job overrun what is left.
+                budget[INLINE] = max(horizon, 1e-9)
             elif ahead < horizon / 2:
                 budget[INLINE] = horizon - ahead
         for name in (THREADS, ASYNC):
@@ -828,8 +830,13 @@ class Feeder:
             deadlines.append(self.rate_turns[0])
         if not self.stopping:
             if now >= self.idle_until:
-                # Room may open as handlers finish: they poke us then.
-                deadlines.append(now + (self.horizon if busy else 0.0))
+                # Room may open as handlers finish: they poke us then. While they run, the
+                # budget is looked at again within the horizon (none: nothing is claimed
+                # ahead, and only their pokes matter).
+                if not busy:
+                    deadlines.append(now)
+                elif self.horizon > 0:
+                    deadlines.append(now + self.horizon)
             else:
                 deadlines.append(self.idle_until)
         if not deadlines:

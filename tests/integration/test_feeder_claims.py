@@ -94,3 +94,27 @@ def test_a_limit_declared_while_the_feeder_claimed_without_limits_is_applied_in_
         feeder.close()
     finally:
         db.drop()
+
+
+@pytest.mark.parametrize("measured", [False, True], ids=["task-time-unknown", "task-time-measured"])
+def test_no_prefetch_horizon_still_claims_one_job_for_an_idle_handler(measured: bool) -> None:
+    # JOBS_PREFETCH_HORIZON=0: nothing is claimed ahead, but an idle handler takes a job.
+    basic.add.enqueue_many([((i, i), {}) for i in range(3)])
+    db = Connection("default", name="test-feeder-claims")
+    try:
+        lane = Lane("inline", entries=[0])
+        config = replace(factories.worker_config(), prefetch_horizon=0.0)
+        feeder = CountedFeeder(config, token=uuid.uuid4(), db=db, lanes={"inline": lane})
+        if measured:
+            feeder.expected["default"] = 0.001
+        assert feeder._claim_if_room(time.monotonic()) is True
+        assert len(lane.waiting) == 1
+        # While it runs, the feeder sleeps until a handler pokes it (no turn every instant).
+        row = lane.waiting.popleft()
+        lane.running[0] = (row, time.monotonic())
+        feeder.marked.add((row.id, row.attempt))
+        with feeder.cv:
+            assert feeder._next_deadline_locked(time.monotonic()) > 0
+        feeder.close()
+    finally:
+        db.drop()
