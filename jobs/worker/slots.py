@@ -118,10 +118,19 @@ class SlotTable:
         assert isinstance(token, bytes) and isinstance(pid, int)
         return None if token == _EMPTY else (uuid.UUID(bytes=token), pid)
 
-    def reset(self, executor: int, token: uuid.UUID, pid: int = 0) -> None:
-        """A new executor takes the block: clear every entry, then name it."""
+    def clear_all(self, executor: int) -> None:
+        """Clear every entry of a block whose executor is gone (the supervisor, once it
+        has settled what the executor left). The header names this process as the
+        entries' writer first, so that a reader waits for these writes rather than take
+        them half done for the writes of a dead executor."""
+        named = self.executor(executor)
+        self.set_executor(executor, named[0] if named else uuid.UUID(bytes=_EMPTY), os.getpid())
         for entry in range(self.entries):
             self.clear(executor, entry)
+
+    def reset(self, executor: int, token: uuid.UUID, pid: int = 0) -> None:
+        """A new executor takes the block: clear every entry, then name it."""
+        self.clear_all(executor)
         self.set_executor(executor, token, pid)
 
     # --- entries (written by the executor) ------------------------------------------------

@@ -390,8 +390,7 @@ class Supervisor:
         )
         self.settlements[settlement.seq] = settlement
         self._send(settlement.message())
-        for entry in range(self.slots.entries):
-            self.slots.clear(child.index, entry)
+        self.slots.clear_all(child.index)
 
     def _schedule_respawn(self, child: Child, code: int) -> None:
         streak = self.streaks[child.index]

@@ -145,6 +145,22 @@ def test_a_block_taken_over_after_a_write_killed_half_way_reads_whole_again() ->
     assert table.read(0, 0) == Running(job_id, 1, 1.0, 0.0, 30.0)
 
 
+def test_the_supervisor_clearing_a_dead_executors_block_is_named_as_its_writer() -> None:
+    # Readers wait for the writes of the process the header names: during the clear, that
+    # is the supervisor (alive), not the dead executor whose writes are taken at once.
+    table = SlotTable(1, entries=2)
+    token = uuid.uuid4()
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    os.waitpid(pid, 0)
+    table.set_executor(0, token, pid)
+    _half_written(table, uuid.uuid4())
+    table.clear_all(0)
+    assert table.executor(0) == (token, os.getpid())
+    assert table.running(0) == [] and table.snapshot(0, 0).seq % 2 == 0
+
+
 def test_reads_during_constant_writes_are_never_torn() -> None:
     table = SlotTable(1)
     first = (uuid.UUID(int=1), 1, 1.0, 1.0, 1.0)
