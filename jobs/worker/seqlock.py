@@ -24,29 +24,26 @@ def aligned(size: int) -> int:
 
 
 class SequenceWords:
-    """The sequence words of a shared mapping, addressed by the byte offset of each."""
+    """The sequence words of a shared mapping, addressed by the byte offset of each: a
+    multiple of WORD (the tables' layouts make every region a whole number of words, with
+    aligned())."""
 
     def __init__(self, buf: mmap.mmap) -> None:
         self._words = memoryview(buf).cast("Q")
 
-    def _index(self, offset: int) -> int:
-        if offset % WORD:
-            raise ValueError(f"sequence word at offset {offset} is not 8-byte aligned")
-        return offset // WORD
-
     def load(self, offset: int) -> int:
-        return int(self._words[self._index(offset)])
+        return self._words[offset // WORD]
 
     def begin(self, offset: int) -> int:
         """Mark the region as being written (odd); returns the sequence to hand to end().
         A word left odd by a writer killed mid-write is first rounded up to even, so that
         the parity keeps its meaning for the writers that follow."""
-        index = self._index(offset)
-        seq = int(self._words[index])
+        index = offset // WORD
+        seq = self._words[index]
         seq += seq & 1
         self._words[index] = seq + 1
         return seq
 
     def end(self, offset: int, seq: int) -> None:
         """Mark the write begun at ``seq`` as whole (even again, and changed)."""
-        self._words[self._index(offset)] = seq + 2
+        self._words[offset // WORD] = seq + 2

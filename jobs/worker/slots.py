@@ -23,7 +23,9 @@ import os
 import struct
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 from .seqlock import WORD, SequenceWords, aligned
 
@@ -89,10 +91,13 @@ class SlotTable:
         layout.pack_into(self.buf, offset + WORD, *fields)
         self.seq.end(offset, seq)
 
-    def _read(self, offset: int, layout: struct.Struct, writer: int) -> tuple[int, tuple[object, ...]]:
+    def _read(
+        self, offset: int, layout: struct.Struct, writer: Callable[[], int]
+    ) -> tuple[int, tuple[object, ...]]:
         """A whole write of the region at offset, waiting out one in progress while its
-        writer (a pid, 0: not known) is alive."""
+        writer (``writer()``: its pid, 0 if not known; asked only then) is alive."""
         started = 0.0
+        pid = 0
         while True:
             seq = self.seq.load(offset)
             fields = layout.unpack_from(self.buf, offset + WORD)
@@ -100,11 +105,9 @@ class SlotTable:
                 return seq, fields
             now = time.monotonic()
             if not started:
-                started = now
-            else:
-                dead = writer and not _alive(writer)
-                if dead or now - started > (_LIVE_PATIENCE if writer else _READ_PATIENCE):
-                    return seq, fields
+                started, pid = now, writer()
+            elif (pid and not _alive(pid)) or now - started > (_LIVE_PATIENCE if pid else _READ_PATIENCE):
+                return seq, fields
             os.sched_yield()
 
     # --- executors (written by the supervisor) --------------------------------------------
@@ -114,7 +117,7 @@ class SlotTable:
 
     def executor(self, executor: int) -> tuple[uuid.UUID, int] | None:
         """The claim token and pid of the executor in this block, if one was started."""
-        _, (token, pid) = self._read(self._header_offset(executor), _HEADER, self.owner)
+        _, (token, pid) = self._read(self._header_offset(executor), _HEADER, self._owner)
         assert isinstance(token, bytes) and isinstance(pid, int)
         return None if token == _EMPTY else (uuid.UUID(bytes=token), pid)
 
@@ -127,6 +130,13 @@ class SlotTable:
         self.set_executor(executor, named[0] if named else uuid.UUID(bytes=_EMPTY), os.getpid())
         for entry in range(self.entries):
             self.clear(executor, entry)
+
+    def _owner(self) -> int:
+        return self.owner
+
+    def _entry_writer(self, executor: int) -> int:
+        named = self.executor(executor)
+        return named[1] if named else 0
 
     def reset(self, executor: int, token: uuid.UUID, pid: int = 0) -> None:
         """A new executor takes the block: clear every entry, then name it."""
@@ -159,9 +169,8 @@ class SlotTable:
         self._write(self._entry_offset(executor, entry), _FIELDS, _EMPTY, 0, 0.0, 0.0, 0.0)
 
     def snapshot(self, executor: int, entry: int) -> Snapshot:
-        named = self.executor(executor)
         seq, (job, attempt, started, deadline, lease) = self._read(
-            self._entry_offset(executor, entry), _FIELDS, named[1] if named else 0
+            self._entry_offset(executor, entry), _FIELDS, partial(self._entry_writer, executor)
         )
         if job == _EMPTY:
             return Snapshot(seq, None)
