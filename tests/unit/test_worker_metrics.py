@@ -14,6 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from jobs.worker import metrics
 from jobs.worker.metrics import _META, MetricsTable, Publisher, Tally, WorkerCollector
+from jobs.worker.seqlock import WORD
 from jobs.worker.slots import SlotTable
 
 
@@ -95,7 +96,7 @@ def test_a_publish_cut_short_leaves_the_previous_snapshot() -> None:
     publisher.tally.count("app.send", "email", "dead")
     publisher.publish()
     # The newest half as a process killed mid-write leaves it: its sequence odd.
-    newest = max((0, 1), key=lambda half: _META.unpack_from(table.buf, table._offset(0, half) + 8)[0])
+    newest = max((0, 1), key=lambda half: _META.unpack_from(table.buf, table._offset(0, half) + WORD)[0])
     table.seq.begin(table._offset(0, newest))
     assert table.read(0)["finished"] == [["app.send", "email", "dead", 1]]
 
