@@ -5,9 +5,12 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
+
+from psycopg.pq import TransactionStatus
 
 from .statements import NOTIFY_CHANNEL, sql
 
@@ -85,6 +88,34 @@ def insert_jobs(
         # The common call: one job, nothing to deduplicate.
         _insert_one(cursor, jobs[0], notify=notify, now=now, prepare=prepare)
         return [(jobs[0].id, True)]
+    if len(jobs) == 1:
+        # A keyed job: one statement, and on a conflict look-ups that stand on their own.
+        return _insert_many(cursor, jobs, notify=notify, now=now, prepare=prepare, lapse=lapse)
+    with _one_transaction(cursor):
+        return _insert_many(cursor, jobs, notify=notify, now=now, prepare=prepare, lapse=lapse)
+
+
+def _one_transaction(cursor: Any) -> AbstractContextManager[Any]:
+    """Several statements insert a batch (the wake-up, a COPY per kind of row, the keyed
+    rows). Outside a transaction (autocommit) they get one of their own: the batch's rows
+    commit together or not at all, and the wake-up is delivered once they are visible, not
+    when its own statement ends (workers woken before the rows exist would find nothing and
+    sleep a whole poll interval). Inside the caller's transaction, nothing is added."""
+    conn = cursor.connection
+    if conn.autocommit and conn.info.transaction_status == TransactionStatus.IDLE:
+        return conn.transaction()
+    return nullcontext()
+
+
+def _insert_many(
+    cursor: Any,
+    jobs: Sequence[NewJob],
+    *,
+    notify: bool,
+    now: datetime | None,
+    prepare: bool,
+    lapse: Lapse | None,
+) -> list[tuple[uuid.UUID, bool]]:
     result: dict[int, tuple[uuid.UUID, bool]] = {}
     pending = list(enumerate(jobs))
     # Rows under a limit go through insert.sql, which gives their keys a state row.

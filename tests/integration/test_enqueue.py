@@ -140,6 +140,63 @@ def test_a_large_batch_goes_through_copy_with_the_same_guarantees() -> None:
     assert Job.objects.filter(run_at__gt=timezone.now() + timedelta(minutes=59)).count() == size
 
 
+@pytest.mark.django_db(transaction=True)
+def test_a_large_batch_outside_a_transaction_wakes_workers_only_once_its_rows_are_visible() -> None:
+    # Autocommit: the wake-up and the COPY are two statements. Each used to commit on its
+    # own, so an idle worker was woken before the rows existed, found nothing and slept a
+    # poll interval. Another session's SHARE lock holds the COPY (not the wake-up's read)
+    # between the two.
+    size = store.COPY_THRESHOLD * 2
+    with (
+        connect(application_name="test-listener") as listener,
+        connect(application_name="test-blocker") as blocker,
+    ):
+        listener.execute(f"LISTEN {store.NOTIFY_CHANNEL}")
+        blocker.autocommit = False
+        blocker.execute("LOCK TABLE jobs_job IN SHARE MODE")
+
+        def enqueue() -> list[JobResult]:
+            try:
+                return basic.add.enqueue_many(([i, i], {}) for i in range(size))
+            finally:
+                connection.close()  # this thread's
+
+        with ThreadPoolExecutor(1) as pool:
+            batch = pool.submit(enqueue)
+            try:
+                early = list(listener.notifies(timeout=0.5))
+            finally:
+                blocker.rollback()
+            results = batch.result(timeout=10)
+        assert early == []
+        assert [n.payload for n in listener.notifies(timeout=2, stop_after=1)] == ["default"]
+        visible = listener.execute(
+            "SELECT count(*) FROM jobs_job WHERE id = ANY(%s::uuid[])", [[r.id for r in results]]
+        ).fetchone()[0]
+        assert visible == size
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_large_batch_outside_a_transaction_is_all_or_nothing() -> None:
+    # A batch of bare rows (one COPY) and delayed ones (another): the second fails, the
+    # first must not stay.
+    later = basic.add.using(run_after=timezone.now() + timedelta(hours=1))
+    backend: PostgresBackend = task_backends["default"]
+    calls = [(basic.add, [i, i], {}) for i in range(store.COPY_THRESHOLD)]
+    calls += [(later, [i, i], {}) for i in range(store.COPY_THRESHOLD)]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "ALTER TABLE jobs_job ADD CONSTRAINT test_no_scheduled CHECK (state <> 'scheduled') NOT VALID"
+        )
+    try:
+        with pytest.raises(psycopg.errors.CheckViolation):
+            backend.bulk_enqueue(calls)
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("ALTER TABLE jobs_job DROP CONSTRAINT test_no_scheduled")
+    assert Job.objects.count() == 0
+
+
 # --- what enqueue stores --------------------------------------------------------------------
 
 
