@@ -65,6 +65,19 @@ def inserts(statements: list[str]) -> list[str]:
     return [s for s in statements if "INSERT INTO jobs_job" in s or "COPY jobs_job" in s]
 
 
+def _circular() -> list[Any]:
+    loop: list[Any] = []
+    loop.append(loop)
+    return [loop]
+
+
+def _nested(depth: int) -> list[Any]:
+    value: list[Any] = []
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
 # --- transactional enqueue ----------------------------------------------------------------
 
 
@@ -488,6 +501,8 @@ def test_a_bad_call_in_a_batch_inserts_nothing() -> None:
         ([b"bytes"], {}, "args must be JSON-serializable: Object of type bytes is not JSON serializable"),
         ([timezone.now()], {}, "args must be JSON-serializable: Object of type datetime is not JSON"),
         ([{1: "a"}], {}, "args must be JSON: the key 1 at args[0] is not a string"),
+        (_circular(), {}, "args must be JSON-serializable: nested too deeply, or circular"),
+        ([_nested(100_000)], {}, "args must be JSON-serializable: nested too deeply, or circular"),
         (
             [],
             {"a": {"b": {None: 1}}},
