@@ -19,6 +19,7 @@ from .claims import (
     LIMITS_DECLARED,
     REAP_GRACE,
     UNSTARTED_LEASE,
+    Beat,
     Claimed,
     Due,
     Reaped,
@@ -39,7 +40,8 @@ from .operator import cancel, discard, limit_changed, pause_queue, prune, replay
 from .statements import NOTIFY_CHANNEL, sql
 
 __all__ = [
-    "COPY_THRESHOLD", "LIMITS_DECLARED", "NOTIFY_CHANNEL", "REAP_GRACE", "UNSTARTED_LEASE", "Claimed",
+    "COPY_THRESHOLD", "LIMITS_DECLARED", "NOTIFY_CHANNEL", "REAP_GRACE", "UNSTARTED_LEASE", "Beat",
+    "Claimed",
     "Due", "NewJob", "Reaped", "cancel", "cancelled_among", "claim", "discard", "extend_leases",
     "insert_jobs", "limit_changed", "limits_declared", "next_due", "pause_queue", "promote", "prune",
     "reap", "reap_token", "record_outcomes", "record_progress", "release", "replay", "resume_queue",

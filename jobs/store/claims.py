@@ -182,20 +182,30 @@ def _storable_text(text: str) -> str:
     return text.replace("\x00", "\\x00").encode("utf-8", "backslashreplace").decode("utf-8")
 
 
+class Beat(NamedTuple):
+    """What a heartbeat did: the jobs it extended, and those it skipped because another
+    transaction had them locked (still this worker's: worth another try soon). A pair in
+    neither is no longer held."""
+
+    extended: set[uuid.UUID]
+    locked: set[uuid.UUID]
+
+
 def extend_leases(
     cursor: Any,
     *,
     held: Sequence[tuple[uuid.UUID, uuid.UUID]],
     now: datetime | None = None,
     lease_seconds: float = 300.0,
-) -> set[uuid.UUID]:
+) -> Beat:
     """Heartbeat: extend, by its own lease (``lease_seconds`` for jobs whose task sets
     none), each running job of the (job id, claim token) pairs in hand. Rows another
     transaction has locked (an enqueuer marking a dedupe key lapsed, an operator) are
-    skipped rather than waited for: the caller retries them soon. Returns the ids extended.
+    skipped rather than waited for, and reported so that the caller retries them soon;
+    jobs no longer held (cancelled, finished, reaped) are neither.
     """
     if not held:
-        return set()
+        return Beat(set(), set())
     cursor.execute(
         sql("extend_leases"),
         {
@@ -205,7 +215,8 @@ def extend_leases(
             "lease_seconds": lease_seconds,
         },
     )
-    return {row[0] for row in cursor.fetchall()}
+    rows = cursor.fetchall()
+    return Beat({job_id for job_id, done in rows if done}, {job_id for job_id, done in rows if not done})
 
 
 def release(

@@ -298,15 +298,15 @@ class Housekeeper:
         if retry_only:
             held = [pair for pair in held if pair[0] in self.unextended]
 
-        def beat(cursor: Any) -> set[uuid.UUID]:
-            extended = store.extend_leases(cursor, held=held, lease_seconds=self.config.lease_seconds)
+        def beat(cursor: Any) -> store.Beat:
+            done = store.extend_leases(cursor, held=held, lease_seconds=self.config.lease_seconds)
             if not retry_only:
                 registry.heartbeat(cursor, self.worker_id, self.config, tokens=tokens, jobs_in_hand=len(held))
                 registry.expire(cursor)
-            return extended
+            return done
 
-        extended = self._db(beat, "heartbeat")
-        if extended is None:
+        done = self._db(beat, "heartbeat")
+        if done is None:
             # The database is away: try again soon, not at the next full interval.
             self.next_heartbeat = now + min(interval, RETRY_AFTER)
             return
@@ -315,8 +315,10 @@ class Housekeeper:
             self.next_heartbeat = now + interval
             if self.last_beat_word is not None:
                 self.last_beat_word.value = time.time()
-        # Skipped (locked by another transaction) or finished meanwhile: try the rest soon.
-        self.unextended = {job_id for job_id, _ in held if job_id not in extended}
+        # Skipped while another transaction had them locked: try those again soon. A job no
+        # longer held (cancelled, reaped, finished meanwhile) waits for the next full beat,
+        # which skips it too once its handler is gone from the slot table.
+        self.unextended = done.locked
         self.retry_locked_at = now + RETRY_LOCKED if self.unextended else float("inf")
 
     # --- reaper and promoter -----------------------------------------------------------------

@@ -20,6 +20,7 @@ from jobs import store
 from jobs.exceptions import JobNotFound, TransitionNotAllowed
 from jobs.models import Job
 from jobs.states import TRANSITIONS, State
+from jobs.worker.db import connect
 from tests import factories
 from tests.tasks import basic
 
@@ -57,7 +58,7 @@ def release(worker: uuid.UUID, ids=None) -> list[uuid.UUID]:
 
 def extend(*held: tuple[uuid.UUID, uuid.UUID], now) -> set[uuid.UUID]:
     with connection.cursor() as cursor:
-        return store.extend_leases(cursor, held=list(held), now=now)
+        return store.extend_leases(cursor, held=list(held), now=now).extended
 
 
 def start(worker: uuid.UUID, job: Job, attempt: int) -> None:
@@ -414,6 +415,24 @@ def test_heartbeat_keeps_a_long_job_from_being_reaped() -> None:
     assert reap(T0 + timedelta(seconds=LEASE + 1)) == []
     job.refresh_from_db()
     assert (job.state, job.lease_expires_at) == (State.RUNNING, beat + timedelta(seconds=LEASE))
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_heartbeat_names_the_locked_jobs_to_retry_and_not_those_no_longer_held() -> None:
+    free, locked, retaken = (factories.job(State.RUNNING, now=T0) for _ in range(3))
+    Job.objects.filter(id=retaken.id).update(worker_id=uuid.uuid4())  # reaped and claimed again
+    held = [(job.id, job.worker_id) for job in (free, locked, retaken)]
+    with connect(application_name="test-locker") as locker:
+        locker.autocommit = False
+        locker.execute("SELECT 1 FROM jobs_job WHERE id = %s FOR UPDATE", [locked.id])
+        with connection.cursor() as cursor:
+            beat = store.extend_leases(cursor, held=held, now=T0 + timedelta(seconds=10))
+    # The locked one is tried again soon; the one another worker holds is not (a heartbeat
+    # used to retry it every 0.1 s for as long as its old handler ran).
+    assert beat == store.Beat(extended={free.id}, locked={locked.id})
+    assert {job.id: job.lease_expires_at for job in Job.objects.all()}[free.id] == T0 + timedelta(
+        seconds=10 + LEASE
+    )
 
 
 # --- operator actions -------------------------------------------------------------------------

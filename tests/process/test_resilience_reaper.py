@@ -74,7 +74,7 @@ def test_worker_that_lost_its_lease_cannot_overwrite_the_new_owner(conns: list[p
     cursor = old_worker.cursor()
     assert store.record_outcomes(cursor, worker=old, outcomes=[succeeded(job_id, 1, "stale")]) == set()
     assert store.record_outcomes(cursor, worker=old, outcomes=[succeeded(job_id, 2, "stale")]) == set()
-    assert store.extend_leases(cursor, held=[(job_id, old)]) == set()
+    assert store.extend_leases(cursor, held=[(job_id, old)]) == store.Beat(extended=set(), locked=set())
     assert store.release(cursor, worker=old) == []
     assert (job(job_id).state, job(job_id).worker_id) == ("running", new)
 
