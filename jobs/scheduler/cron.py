@@ -40,9 +40,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from croniter import CroniterError, croniter
-
 from ..exceptions import JobsError
+
+# croniter is imported where an expression is read, not here: importing it runs `file` on the
+# interpreter (platform.architecture()), about 16 ms of the start of every process that loads
+# the apps (workers, web), which mostly never read one.
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _SECOND = timedelta(seconds=1)
@@ -102,6 +104,8 @@ class Timing:
                 raise InvalidTiming("the interval must be a whole number of seconds, at least 1")
             return cls(zone=tz, interval=interval)
         assert cron is not None
+        from croniter import CroniterError, croniter
+
         try:
             expanded = croniter(cron).expanded
         except (CroniterError, ValueError, KeyError) as exc:
@@ -242,6 +246,8 @@ class Timing:
 
     def _matches(self, local: datetime) -> Iterator[datetime]:
         """Matching naive local times strictly after ``local``."""
+        from croniter import croniter
+
         it = croniter(self.cron, local)
         while True:
             yield it.get_next(datetime)

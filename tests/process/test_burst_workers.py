@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+import sys
 import time
 from collections import Counter
 
@@ -13,7 +14,7 @@ from jobs.models import Job
 from jobs.states import State
 from jobs.worker.db import connect
 from tests import factories
-from tests.conftest import manage, side_effect_counts, subprocess_env
+from tests.conftest import ROOT, manage, side_effect_counts, subprocess_env
 from tests.tasks import basic, engine
 
 pytestmark = pytest.mark.process
@@ -193,3 +194,18 @@ def test_a_database_that_refuses_the_connection_is_a_clear_error_at_once(
     assert proc.returncode == 78, output
     assert "cannot use database" in output and says in output and "Check DATABASE_URL" in output, output
     assert "worker_started" not in output
+
+
+def test_loading_the_project_imports_no_cron_parser() -> None:
+    # croniter runs `file` on the interpreter when imported: a subprocess and about 16 ms at
+    # the start of every worker and web process. Only reading a cron expression loads it.
+    code = (
+        "import django, sys; django.setup(); import jobs.worker.supervisor, jobs.scheduler.declared; "
+        "print('loaded' if 'croniter' in sys.modules else 'clean'); "
+        "from jobs.scheduler import Timing; Timing.parse(cron='*/5 * * * *', zone='UTC'); "
+        "print('loaded' if 'croniter' in sys.modules else 'clean')"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=subprocess_env(), capture_output=True, text=True
+    )
+    assert result.stdout.split() == ["clean", "loaded"], result.stderr
