@@ -70,5 +70,16 @@
       });
   }
 
-  window.jobsProgress = { post: post, poll: poll, setBar: setBar, size: size, refreshSection: refreshSection };
+  // The status badge of one row of a list (rows carry data-id), kept level with the panel.
+  function syncRow(sectionId, id, status) {
+    var badge = document.querySelector("#" + sectionId + ' tr[data-id="' + id + '"] .badge');
+    if (badge) {
+      badge.textContent = status;
+      badge.className = "badge " + status;
+    }
+  }
+
+  window.jobsProgress = {
+    post: post, poll: poll, setBar: setBar, size: size, refreshSection: refreshSection, syncRow: syncRow
+  };
 })();

@@ -61,10 +61,15 @@ def test_import_a_csv_with_bad_rows_then_make_and_download_a_report(
     page.set_input_files("#id_file", str(upload))
     page.click("text=Upload and import")
     expect(page.locator(".job-panel .job-state")).to_have_text("queued")
-    # Part of it done (the split and one chunk of five, in this process): the bar shows it.
+    # Listed among the recent imports as soon as it is accepted, not "None yet".
+    expect(page.locator("#recent-imports table.list")).to_contain_text("customers.csv")
+    expect(page.locator("#recent-imports table.list .badge")).to_have_text("queued")
+    # Part of it done (the split and one chunk of five, in this process): the bar shows it,
+    # and the list's row keeps the panel's status.
     factories.run_due(limit=1)
     factories.run_due(limit=1)
     expect(_bar(page)).to_have_text("23 %")
+    expect(page.locator("#recent-imports table.list .badge")).to_have_text("running")
     expect(page.locator(".job-panel .progress-message")).to_contain_text("10 of 43")
     page.wait_for_timeout(400)  # the bar's width eases in
     shots(page, "reports-imports-running")
@@ -102,8 +107,11 @@ def test_import_a_csv_with_bad_rows_then_make_and_download_a_report(
             )
         page.click("text=Reports")
         expect(page.locator("h1")).to_have_text("Reports")
+        expect(page.locator("#recent-reports")).to_contain_text("None yet.")
         page.click("text=Start report")
         expect(page.locator(".job-panel")).to_be_visible()
+        # Listed as soon as it is accepted, not only once it is done.
+        expect(page.locator("#recent-reports table.list")).to_contain_text("My imported customers")
         try:
             page.wait_for_function(
                 """() => { const t = document.querySelector('.job-panel .progress-percent').textContent;
