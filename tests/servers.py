@@ -1,7 +1,8 @@
-"""Private servers the PgBouncer and replica tiers start: a PgBouncer in transaction mode in
-front of the test database, and PostgreSQL clusters of their own (a primary made with
-initdb, a streaming replica made from it with pg_basebackup -R), each on its own port in a
-temporary folder. Nothing here touches the machine's own cluster or its configuration.
+"""Private servers the PgBouncer, replica and observability tiers start: a PgBouncer in
+transaction mode in front of the test database, PostgreSQL clusters of their own (a primary
+made with initdb, a streaming replica made from it with pg_basebackup -R), each on its own
+port in a temporary folder, and an OTLP/HTTP receiver for traces. Nothing here touches the
+machine's own cluster or its configuration.
 
 PostgreSQL and PgBouncer refuse to run as root: as root they run as the ``postgres`` user.
 """
@@ -9,13 +10,16 @@ PostgreSQL and PgBouncer refuse to run as root: as root they run as the ``postgr
 from __future__ import annotations
 
 import contextlib
+import gzip
 import os
 import pwd
 import shutil
 import socket
 import subprocess
 import tempfile
+import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -214,3 +218,83 @@ class Cluster:
         with psycopg.connect(self.url(dbname), autocommit=True) as conn:
             cursor = conn.execute(sql)
             return cursor.fetchall() if cursor.description else []
+
+
+class OtlpReceiver:
+    """What an OpenTelemetry collector is to an exporter over OTLP/HTTP: ``POST /v1/traces``
+    with a protobuf ExportTraceServiceRequest (gzipped or not), answered as a collector
+    answers. Every span it is sent is kept, decoded, in ``spans``."""
+
+    def __init__(self) -> None:
+        from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+            ExportTraceServiceRequest,
+            ExportTraceServiceResponse,
+        )
+
+        self.spans: list[dict[str, Any]] = []
+        self.lock = threading.Lock()
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                if self.headers.get("Content-Encoding") == "gzip":
+                    body = gzip.decompress(body)
+                if self.path != "/v1/traces" or self.headers.get("Content-Type") != "application/x-protobuf":
+                    self.send_error(404 if self.path != "/v1/traces" else 415)
+                    return
+                request = ExportTraceServiceRequest.FromString(body)
+                with receiver.lock:
+                    receiver.spans.extend(_decoded_spans(request))
+                answer = ExportTraceServiceResponse().SerializeToString()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/x-protobuf")
+                self.send_header("Content-Length", str(len(answer)))
+                self.end_headers()
+                self.wfile.write(answer)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def received(self) -> list[dict[str, Any]]:
+        with self.lock:
+            return list(self.spans)
+
+    def stop(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def _decoded_spans(request: Any) -> list[dict[str, Any]]:
+    from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
+
+    def values(attributes: Any) -> dict[str, Any]:
+        return {a.key: getattr(a.value, a.value.WhichOneof("value")) for a in attributes}
+
+    found = []
+    for resource_spans in request.resource_spans:
+        resource = values(resource_spans.resource.attributes)
+        for scope_spans in resource_spans.scope_spans:
+            for span in scope_spans.spans:
+                found.append(
+                    {
+                        "service": resource.get("service.name"),
+                        "name": span.name,
+                        "kind": Span.SpanKind.Name(span.kind),
+                        "trace_id": span.trace_id.hex(),
+                        "span_id": span.span_id.hex(),
+                        "parent_id": span.parent_span_id.hex(),
+                        "links": [link.span_id.hex() for link in span.links],
+                        "attributes": values(span.attributes),
+                        "status": Status.StatusCode.Name(span.status.code),
+                    }
+                )
+    return found

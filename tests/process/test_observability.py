@@ -28,6 +28,7 @@ from tests import factories
 from tests.conftest import ROOT, subprocess_env
 from tests.mail import free_port
 from tests.process.resilience_support import running_worker, wait_until
+from tests.servers import OtlpReceiver
 from tests.tasks import basic, observed
 
 pytestmark = [pytest.mark.process, pytest.mark.django_db(transaction=True)]
@@ -342,6 +343,51 @@ def test_opentelemetry_spans_follow_a_request_into_its_job_and_each_attempt(tmp_
         assert span["attributes"]["messaging.message.id"] == str(jobs[task].id)
     flaky = [s for s in consumers if s["attributes"]["jobs.task"] == "tests.tasks.observed.flaky"]
     assert sorted(s["status"]["status_code"] for s in flaky) == ["ERROR", "UNSET"]
+
+
+def test_spans_reach_an_otlp_collector_from_the_producer_and_the_worker(tmp_path) -> None:
+    receiver = OtlpReceiver()
+    try:
+        env = {"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url, "OTEL_SERVICE_NAME": "shop"}
+        code = "import django; django.setup(); from tests.tasks import observed; observed.flaky.enqueue('x')"
+        subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=subprocess_env(**env), check=True)
+        # Sent in a batch when the producing process exits.
+        [producer] = wait_until(lambda: receiver.received(), timeout=10, message="the producer span")
+        [job] = Job.objects.all()
+        assert (producer["service"], producer["kind"], producer["name"]) == (
+            "shop",
+            "SPAN_KIND_PRODUCER",
+            "send default",
+        )
+        assert producer["attributes"]["messaging.message.id"] == str(job.id)
+        assert job.trace_id.startswith(f"00-{producer['trace_id']}-{producer['span_id']}-")
+
+        with running_worker(tmp_path, "--concurrency", "1", **env) as worker:
+            wait_until(
+                lambda: Job.objects.filter(state=State.SUCCEEDED).exists(), timeout=20, message="the job"
+            )
+            worker.signal(signal.SIGTERM)
+            assert worker.wait(timeout=20) == 0
+        # The executor's batch is flushed before it leaves (by os._exit, which skips atexit).
+        wait_until(lambda: len(receiver.received()) == 3, timeout=10, message="both attempts' spans")
+    finally:
+        receiver.stop()
+    attempts = sorted(
+        (s for s in receiver.received() if s["kind"] == "SPAN_KIND_CONSUMER"),
+        key=lambda s: s["attributes"]["jobs.attempt"],
+    )
+    assert [(s["attributes"]["jobs.attempt"], s["status"]) for s in attempts] == [
+        (1, "STATUS_CODE_ERROR"),
+        (2, "STATUS_CODE_UNSET"),
+    ]
+    for span in attempts:
+        assert (span["service"], span["name"]) == ("shop", "process default")
+        assert (span["trace_id"], span["parent_id"], span["links"]) == (
+            producer["trace_id"],
+            producer["span_id"],
+            [producer["span_id"]],
+        )
+        assert span["attributes"]["messaging.message.id"] == str(job.id)
 
 
 def test_without_the_variables_nothing_of_opentelemetry_is_imported() -> None:
