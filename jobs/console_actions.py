@@ -185,13 +185,13 @@ class JobActions:
             context = {
                 **self.admin_site.each_context(request),
                 "opts": self.opts,
-                "title": f"{ask} {min(matching, BULK_CAP)} job(s)?",
+                "title": f"{ask} {min(matching, BULK_CAP)} jobs?",
                 "action": action,
                 "verb": ask,
                 "matching": min(matching, BULK_CAP),
                 "capped": matching > BULK_CAP,
                 "cap": BULK_CAP,
-                "skipped_states": ", ".join(states),
+                "states": _either(states),
                 "post": request.POST,
                 "selected": request.POST.getlist(helpers.ACTION_CHECKBOX_NAME),
                 "select_across": request.POST.get("select_across", "0"),
@@ -265,3 +265,9 @@ def _parse_payload(args_text: str, kwargs_text: str) -> tuple[list[Any], dict[st
     if not isinstance(kwargs, dict):
         raise InvalidPayload('kwargs must be a JSON object, e.g. {"user_id": 42}')
     return args, kwargs
+
+
+def _either(states: list[State]) -> str:
+    """States joined for a sentence: "dead, cancelled or expired"."""
+    names = [str(state) for state in states]
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"
