@@ -41,8 +41,7 @@ from .statements import NOTIFY_CHANNEL, sql
 
 __all__ = [
     "COPY_THRESHOLD", "LIMITS_DECLARED", "NOTIFY_CHANNEL", "REAP_GRACE", "UNSTARTED_LEASE", "Beat",
-    "Claimed",
-    "Due", "NewJob", "Reaped", "cancel", "cancelled_among", "claim", "discard", "extend_leases",
+    "Claimed", "Due", "NewJob", "Reaped", "cancel", "cancelled_among", "claim", "discard", "extend_leases",
     "insert_jobs", "limit_changed", "limits_declared", "next_due", "pause_queue", "promote", "prune",
     "reap", "reap_token", "record_outcomes", "record_progress", "release", "replay", "resume_queue",
     "run_now", "sql",
