@@ -5,12 +5,13 @@ points 8, 10 and 11)."""
 from __future__ import annotations
 
 import time
+import uuid
 from pathlib import Path
 
 import pytest
 from django.db import transaction
 
-from jobs.models import Worker
+from jobs.models import Job, Worker
 from jobs.states import State
 from jobs.worker.db import connect
 from tests import factories
@@ -106,3 +107,27 @@ def test_notifications_are_drained_while_a_long_handler_runs(tmp_path: Path) -> 
                 message="the notification queue to drain",
             )
         assert job(long).state == State.RUNNING
+
+
+def test_a_job_taken_from_under_its_handler_is_not_retried_by_every_heartbeat(tmp_path: Path) -> None:
+    with running_worker(tmp_path, "--concurrency", "1", JOBS_LEASE_SECONDS="3") as worker:
+        taken = hostile.sleep_and_record.enqueue("taken", 6.0).id
+        wait_until(lambda: "taken:start" in side_effect_counts(), timeout=20)
+        # Claimed by another worker (after a reap) while its handler here still runs.
+        Job.objects.filter(id=taken).update(worker_id=uuid.uuid4())
+        beats = set()
+        with connect(application_name="test-observer") as observer:
+            deadline = time.monotonic() + 2.5
+            while time.monotonic() < deadline:
+                beats.update(
+                    row[0]
+                    for row in observer.execute(
+                        "SELECT query_start FROM pg_stat_activity "
+                        "WHERE application_name = 'jobs-housekeeper' AND query LIKE '%%Heartbeat: extend%%'"
+                    )
+                )
+                time.sleep(0.01)
+        worker.log()
+    # A beat every lease/3 (1 s): two or three in the window. Retrying the job no longer held
+    # every 0.1 s, as a locked one is, made twenty.
+    assert len(beats) <= 4, sorted(beats)
