@@ -28,7 +28,11 @@ T = TypeVar("T")
 # opposed to a bug in a statement.
 CONNECTION_ERRORS = (psycopg.OperationalError, psycopg.InterfaceError)
 # SQLSTATEs of OperationalErrors that end the statement, not the session: a statement or
-# lock timeout, a cancel. Others of that class (admin shutdown, a lost socket) end it.
+# lock timeout, a cancel. Others of that class (admin shutdown, a lost socket) end it. A
+# deadlock (40P01) or a serialization failure (40001) is left with those on purpose: taken
+# as a lost connection, the operation runs again, which a fenced write may; as a statement's
+# failure, the outcome writer would split its batch and record a refused outcome as a dead
+# job (tests/integration/test_feeder_writes.py).
 _STATEMENT_ONLY = {"57014", "55P03", "55006", "55000"}
 
 
