@@ -208,22 +208,15 @@ class JobResult(TaskResult):  # type: ignore[misc]  # frozen at run time, not in
 # of a result, of which a bulk enqueue makes thousands). The fields it does not set, with
 # their defaults, are those a later Django adds to TaskResult.
 _QUEUED = TASK_STATUS[State.QUEUED]
+_SET_BY_OF_NEW_JOB = (
+    "task", "id", "status", "enqueued_at", "started_at", "finished_at", "last_attempted_at", "args",
+    "kwargs", "backend", "errors", "worker_ids", "_return_value", "deduplicated", "progress",
+)  # fmt: skip
 (
     _set_task, _set_id, _set_status, _set_enqueued_at, _set_started_at, _set_finished_at,
     _set_last_attempted_at, _set_args, _set_kwargs, _set_backend, _set_errors, _set_worker_ids,
     _set_return_value, _set_deduplicated, _set_progress,
-) = (
-    getattr(JobResult, name).__set__
-    for name in (
-        "task", "id", "status", "enqueued_at", "started_at", "finished_at", "last_attempted_at",
-        "args", "kwargs", "backend", "errors", "worker_ids", "_return_value", "deduplicated",
-        "progress",
-    )
-)  # fmt: skip
-_SET_BY_OF_NEW_JOB = {
-    "task", "id", "status", "enqueued_at", "started_at", "finished_at", "last_attempted_at", "args",
-    "kwargs", "backend", "errors", "worker_ids", "_return_value", "deduplicated", "progress",
-}  # fmt: skip
+) = (getattr(JobResult, name).__set__ for name in _SET_BY_OF_NEW_JOB)  # fmt: skip
 _OTHER_RESULT_FIELDS = [
     (
         f.name,

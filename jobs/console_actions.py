@@ -18,6 +18,7 @@ from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
+from django.utils.text import get_text_list
 from django.views.decorators.http import require_POST
 
 from . import console, store
@@ -191,7 +192,7 @@ class JobActions:
                 "matching": min(matching, BULK_CAP),
                 "capped": matching > BULK_CAP,
                 "cap": BULK_CAP,
-                "states": _either(states),
+                "states": get_text_list([str(state) for state in states], "or"),
                 "post": request.POST,
                 "selected": request.POST.getlist(helpers.ACTION_CHECKBOX_NAME),
                 "select_across": request.POST.get("select_across", "0"),
@@ -265,9 +266,3 @@ def _parse_payload(args_text: str, kwargs_text: str) -> tuple[list[Any], dict[st
     if not isinstance(kwargs, dict):
         raise InvalidPayload('kwargs must be a JSON object, e.g. {"user_id": 42}')
     return args, kwargs
-
-
-def _either(states: list[State]) -> str:
-    """States joined for a sentence: "dead, cancelled or expired"."""
-    names = [str(state) for state in states]
-    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} or {names[-1]}"

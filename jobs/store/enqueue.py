@@ -88,10 +88,8 @@ def insert_jobs(
         # The common call: one job, nothing to deduplicate.
         _insert_one(cursor, jobs[0], notify=notify, now=now, prepare=prepare)
         return [(jobs[0].id, True)]
-    if len(jobs) == 1:
-        # A keyed job: one statement, and on a conflict look-ups that stand on their own.
-        return _insert_many(cursor, jobs, notify=notify, now=now, prepare=prepare, lapse=lapse)
-    with _one_transaction(cursor):
+    # A keyed job alone is one statement, and on a conflict look-ups that stand on their own.
+    with _one_transaction(cursor) if len(jobs) > 1 else nullcontext():
         return _insert_many(cursor, jobs, notify=notify, now=now, prepare=prepare, lapse=lapse)
 
 

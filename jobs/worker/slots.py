@@ -23,9 +23,7 @@ import os
 import struct
 import time
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass
-from functools import partial
 
 from .seqlock import WORD, SequenceWords, aligned
 
@@ -91,11 +89,10 @@ class SlotTable:
         layout.pack_into(self.buf, offset + WORD, *fields)
         self.seq.end(offset, seq)
 
-    def _read(
-        self, offset: int, layout: struct.Struct, writer: Callable[[], int]
-    ) -> tuple[int, tuple[object, ...]]:
+    def _read(self, offset: int, layout: struct.Struct, block: int | None) -> tuple[int, tuple[object, ...]]:
         """A whole write of the region at offset, waiting out one in progress while its
-        writer (``writer()``: its pid, 0 if not known; asked only then) is alive."""
+        writer is alive: an entry's is the executor named in its ``block``'s header, a
+        header's (``block`` None) is the supervisor; looked up only then (0: not known)."""
         started = 0.0
         pid = 0
         while True:
@@ -105,7 +102,7 @@ class SlotTable:
                 return seq, fields
             now = time.monotonic()
             if not started:
-                started, pid = now, writer()
+                started, pid = now, self._writer(block)
             elif (pid and not _alive(pid)) or now - started > (_LIVE_PATIENCE if pid else _READ_PATIENCE):
                 return seq, fields
             os.sched_yield()
@@ -117,7 +114,7 @@ class SlotTable:
 
     def executor(self, executor: int) -> tuple[uuid.UUID, int] | None:
         """The claim token and pid of the executor in this block, if one was started."""
-        _, (token, pid) = self._read(self._header_offset(executor), _HEADER, self._owner)
+        _, (token, pid) = self._read(self._header_offset(executor), _HEADER, None)
         assert isinstance(token, bytes) and isinstance(pid, int)
         return None if token == _EMPTY else (uuid.UUID(bytes=token), pid)
 
@@ -131,11 +128,10 @@ class SlotTable:
         for entry in range(self.entries):
             self.clear(executor, entry)
 
-    def _owner(self) -> int:
-        return self.owner
-
-    def _entry_writer(self, executor: int) -> int:
-        named = self.executor(executor)
+    def _writer(self, block: int | None) -> int:
+        if block is None:
+            return self.owner
+        named = self.executor(block)
         return named[1] if named else 0
 
     def reset(self, executor: int, token: uuid.UUID, pid: int = 0) -> None:
@@ -170,7 +166,7 @@ class SlotTable:
 
     def snapshot(self, executor: int, entry: int) -> Snapshot:
         seq, (job, attempt, started, deadline, lease) = self._read(
-            self._entry_offset(executor, entry), _FIELDS, partial(self._entry_writer, executor)
+            self._entry_offset(executor, entry), _FIELDS, executor
         )
         if job == _EMPTY:
             return Snapshot(seq, None)
