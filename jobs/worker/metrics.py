@@ -156,6 +156,8 @@ class MetricsTable:
         self.buf = mmap.mmap(-1, regions * 2 * _HALF)
         self.seq = SequenceWords(self.buf)
         self.full_warned = False
+        # Per region, the newest whole half this process has read: (generation, body).
+        self.last_read: dict[int, tuple[int, bytes]] = {}
 
     def _offset(self, region: int, half: int) -> int:
         return (region * 2 + half) * _HALF
@@ -168,23 +170,30 @@ class MetricsTable:
         find each half in the middle of a write and take the region for empty; a scrape
         would show either as counters going back. A pass in which a half's sequence word
         changed is read again, for up to _READ_PATIENCE; a writer killed mid-write leaves
-        its half odd and unchanging, which settles."""
+        its half odd and unchanging, which settles. A writer that never lets a pass settle
+        (a reader starved of the CPU) still leaves whole halves now and then: the newest
+        of those, and never one older than this process read before."""
         give_up = time.monotonic() + _READ_PATIENCE
+        best = self.last_read.get(region)
         while True:
-            best, settled = self._newest(region)
+            found, settled = self._newest(region)
+            if found is not None and (best is None or found[0] >= best[0]):
+                best = found
             if settled or time.monotonic() > give_up:
                 break
             os.sched_yield()
         if best is None:
             return {}
+        self.last_read[region] = best
         try:
-            value: dict[str, Any] = json.loads(best)
+            value: dict[str, Any] = json.loads(best[1])
         except ValueError:
             return {}
         return value
 
-    def _newest(self, region: int) -> tuple[bytes | None, bool]:
-        """The body of the newest whole half, and whether neither half changed meanwhile."""
+    def _newest(self, region: int) -> tuple[tuple[int, bytes] | None, bool]:
+        """The newest whole half (generation, body), and whether neither half changed
+        meanwhile."""
         offsets = [self._offset(region, half) for half in (0, 1)]
         before = [self.seq.load(offset) for offset in offsets]
         bodies: list[tuple[int, bytes] | None] = []
@@ -197,8 +206,7 @@ class MetricsTable:
         after = [self.seq.load(offset) for offset in offsets]
         # A half whose word moved while it was read is not whole.
         whole = [body for body, b, a in zip(bodies, before, after, strict=True) if body and b == a]
-        best = max(whole, default=None, key=lambda body: body[0])
-        return (best[1] if best else None), before == after
+        return max(whole, default=None, key=lambda body: body[0]), before == after
 
     def write(self, region: int, data: dict[str, Any]) -> None:
         body = json.dumps(data, separators=(",", ":")).encode()

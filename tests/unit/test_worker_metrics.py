@@ -157,3 +157,19 @@ def test_label_sets_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     # Keys counted before the bound keep counting under their own name.
     tally.count("app.task0", "default", "succeeded")
     assert tally.finished[("app.task0", "default", "succeeded")] == 2
+
+
+def test_a_read_that_finds_no_whole_half_gives_what_this_process_read_last() -> None:
+    # A reader starved of the CPU may find both halves mid-write in every pass while a
+    # writer publishes without pause: an empty read would be a counter reset to Prometheus.
+    table = MetricsTable(1)
+    publisher = Publisher(table, 0)
+    publisher.tally.count("app.send", "email", "dead")
+    publisher.publish()
+    publisher.publish()
+    assert table.read(0)["finished"] == [["app.send", "email", "dead", 1]]
+    for half in (0, 1):
+        table.seq.begin(table._offset(0, half))
+    assert table.read(0)["finished"] == [["app.send", "email", "dead", 1]]
+    # A region never written is still empty.
+    assert MetricsTable(1).read(0) == {}
