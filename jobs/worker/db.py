@@ -28,12 +28,15 @@ T = TypeVar("T")
 # opposed to a bug in a statement.
 CONNECTION_ERRORS = (psycopg.OperationalError, psycopg.InterfaceError)
 # SQLSTATEs of OperationalErrors that end the statement, not the session: a statement or
-# lock timeout, a cancel. Others of that class (admin shutdown, a lost socket) end it. A
-# deadlock (40P01) or a serialization failure (40001) is left with those on purpose: taken
-# as a lost connection, the operation runs again, which a fenced write may; as a statement's
-# failure, the outcome writer would split its batch and record a refused outcome as a dead
-# job (tests/integration/test_feeder_writes.py).
+# lock timeout, a cancel. Others of that class (admin shutdown, a lost socket) end it.
 _STATEMENT_ONLY = {"57014", "55P03", "55006", "55000"}
+# A deadlock or a serialization failure: the statement lost a race with another one and
+# was rolled back whole; run again, it goes through. These count as "lost" for the callers
+# (is_connection_lost) on purpose: the operation runs again, which a fenced write may, where
+# a statement's failure would make the outcome writer split its batch and record a refused
+# outcome as a dead job (tests/integration/test_feeder_writes.py). Connection.run runs it
+# again on the same connection (is_conflict), which is fine.
+_CONFLICTS = {"40P01", "40001"}
 
 
 def is_connection_lost(exc: BaseException, conn: psycopg.Connection | None = None) -> bool:
@@ -46,6 +49,14 @@ def is_connection_lost(exc: BaseException, conn: psycopg.Connection | None = Non
     if isinstance(exc, psycopg.OperationalError):
         return getattr(exc, "sqlstate", None) not in _STATEMENT_ONLY
     return False
+
+
+def is_conflict(exc: BaseException, conn: psycopg.Connection | None = None) -> bool:
+    """Whether ``exc`` is a deadlock or a serialization failure on a connection that is
+    still fine: the same statement, run again on it, is expected to go through."""
+    if conn is None or conn.closed or conn.broken:
+        return False
+    return isinstance(exc, psycopg.OperationalError) and getattr(exc, "sqlstate", None) in _CONFLICTS
 
 
 # Keys of DATABASES[...]["OPTIONS"] that Django reads itself and libpq does not know.
@@ -149,6 +160,7 @@ class Connection:
         self.conn: psycopg.Connection | None = None
         self.cursor: psycopg.Cursor[Any] | None = None
         self.failures = 0
+        self.conflicts = 0
 
     def ensure(self, *, wait: bool = True) -> psycopg.Cursor[Any]:
         """A live cursor, connecting as needed; with ``wait``, keep trying (with backoff)
@@ -188,14 +200,34 @@ class Connection:
         while True:
             cursor = self.ensure(wait=retry)
             try:
-                return operation(cursor)
+                result = operation(cursor)
             except psycopg.Error as exc:
                 if not is_connection_lost(exc, self.conn):
                     # The statement failed, the connection is fine: the caller decides.
                     raise
-                self.lost(exc)
+                if is_conflict(exc, self.conn):
+                    self.conflicted(exc, wait=retry and not self.should_stop())
+                else:
+                    self.lost(exc)
                 if not retry or self.should_stop():
                     raise
+            else:
+                self.conflicts = 0
+                return result
+
+    def conflicted(self, exc: Exception, *, wait: bool) -> None:
+        """A deadlock or a serialization failure: the connection stays; with ``wait``, pause
+        a little (growing, jittered) so that the two sides do not meet again at once."""
+        self.conflicts += 1
+        logger.warning(
+            "event=db_conflict conn=%s sqlstate=%s attempt=%d error=%r",
+            self.name,
+            getattr(exc, "sqlstate", None),
+            self.conflicts,
+            str(exc).strip(),
+        )
+        if wait:
+            time.sleep(min(1.0, 0.01 * 2 ** min(self.conflicts, 7)) * (0.5 + random.random() / 2))
 
     def lost(self, exc: Exception) -> None:
         """The connection broke: log it and let the next use reconnect."""

@@ -66,6 +66,7 @@ class Executor:
             lanes[INLINE] = Lane(INLINE, entries[:1])
         if config.async_concurrency:
             lanes[ASYNC] = Lane(ASYNC, entries[max(1, threads) :])
+        self.connected_before = False
         self.db = Connection(
             config.database,
             name=f"jobs-executor-{index}",
@@ -88,7 +89,13 @@ class Executor:
     def _on_connect(self, conn: Any) -> None:
         # A claim that committed while its reply was lost leaves rows under our token that
         # nobody runs: hand them back. What is in hand is ours to finish (the connection may
-        # have been lost in the middle of writing an outcome).
+        # have been lost in the middle of writing an outcome). The first connection has
+        # nothing to look for: the token is new with this process (the supervisor makes one
+        # per fork) and nothing has claimed with it yet; skipping the look saves a statement
+        # on the way to the first job.
+        if not self.connected_before:
+            self.connected_before = True
+            return
         released = store.release(conn.cursor(), worker=self.token, keep=self.feeder.in_hand())
         if released:
             logger.warning("event=orphans_released count=%d", len(released))

@@ -47,7 +47,7 @@ from ..store import workflows as workflow_store
 from . import registry
 from .attempt import policy_from_row
 from .config import WorkerConfig
-from .db import Connection, is_connection_lost, listen_libpq
+from .db import Connection, is_conflict, is_connection_lost, listen_libpq
 from .executor import die_with_parent, name_process
 from .metrics import MetricsTable, Publisher, WorkerCollector, serve
 from .slots import SlotTable
@@ -525,7 +525,10 @@ class Housekeeper:
         try:
             return self.db.run(operation, retry=False)
         except psycopg.Error as exc:
-            if is_connection_lost(exc):
+            if is_conflict(exc, self.db.conn):
+                # Logged by the connection (event=db_conflict); the next round runs it again.
+                pass
+            elif is_connection_lost(exc):
                 logger.warning("event=db_unavailable op=%s error=%r", what, str(exc).strip())
             else:
                 logger.warning("event=db_error op=%s error=%r", what, str(exc).strip())

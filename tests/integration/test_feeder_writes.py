@@ -1,9 +1,9 @@
 """How an executor's feeder writes outcomes when PostgreSQL refuses a batch for a reason
 that is not in it: a deadlock with another worker's statement (two executors finishing
 steps of two workflows take the workflows' row locks in opposite orders) or a
-serialization failure. The connection takes those as lost (jobs/worker/db.py) and the same
-fenced batch is written again; it must never reach the one-by-one fallback, which records
-an outcome the database refuses as a dead job."""
+serialization failure. The connection runs the same fenced batch again, on the same
+connection (jobs/worker/db.py: nothing was lost but a race); it must never reach the
+one-by-one fallback, which records an outcome the database refuses as a dead job."""
 
 from __future__ import annotations
 
@@ -75,11 +75,15 @@ def test_a_batch_refused_by_deadlocks_is_written_again_and_no_job_goes_dead(
 ) -> None:
     feeder, db, outcomes = claimed(2)
     try:
+        backend = db.ensure().connection.info.backend_pid
         refuse_updates(3, code)
         with caplog.at_level(logging.WARNING, logger="jobs"):
             feeder._write(outcomes, [])
+        assert db.ensure().connection.info.backend_pid == backend
     finally:
         feeder.close()
         db.drop()
     assert sorted(Job.objects.values_list("state", "result")) == [(State.SUCCEEDED, 0), (State.SUCCEEDED, 2)]
     assert "outcome_batch_refused" not in caplog.text
+    assert caplog.text.count(f"event=db_conflict conn=test-feeder-writes sqlstate={code}") == 3
+    assert "db_connection_lost" not in caplog.text
