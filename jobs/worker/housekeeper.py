@@ -527,8 +527,8 @@ class Housekeeper:
         except psycopg.Error as exc:
             if is_conflict(exc, self.db.conn):
                 # Logged by the connection (event=db_conflict); the next round runs it again.
-                pass
-            elif is_connection_lost(exc):
+                return None
+            if is_connection_lost(exc):
                 logger.warning("event=db_unavailable op=%s error=%r", what, str(exc).strip())
             else:
                 logger.warning("event=db_error op=%s error=%r", what, str(exc).strip())

@@ -15,8 +15,6 @@ from jobs.worker.db import Connection
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-REFUSE = "DO $$ BEGIN RAISE EXCEPTION 'refused (test)' USING ERRCODE = %s; END $$"
-
 
 def refused_first(times: int, code: str = "40P01") -> Any:
     """An operation PostgreSQL refuses ``times`` times with ``code``, then runs."""
@@ -25,7 +23,7 @@ def refused_first(times: int, code: str = "40P01") -> Any:
     def operation(cursor: psycopg.Cursor[Any]) -> int:
         calls["n"] += 1
         if calls["n"] <= times:
-            cursor.execute(REFUSE.replace("%s", f"'{code}'"))
+            cursor.execute(f"DO $$ BEGIN RAISE EXCEPTION 'refused (test)' USING ERRCODE = '{code}'; END $$")
         cursor.execute("SELECT pg_backend_pid()")
         row = cursor.fetchone()
         assert row is not None
