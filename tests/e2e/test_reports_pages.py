@@ -70,6 +70,8 @@ def test_import_a_csv_with_bad_rows_then_make_and_download_a_report(
     factories.run_due(limit=1)
     expect(_bar(page)).to_have_text("23 %")
     expect(page.locator("#recent-imports table.list .badge")).to_have_text("running")
+    # Its counts are left blank until it has finished (not zeros while rows are being read).
+    expect(page.locator("#recent-imports table.list td.num").first).to_have_text("")
     expect(page.locator(".job-panel .progress-message")).to_contain_text("10 of 43")
     page.wait_for_timeout(400)  # the bar's width eases in
     shots(page, "reports-imports-running")
@@ -82,6 +84,7 @@ def test_import_a_csv_with_bad_rows_then_make_and_download_a_report(
         )
         # The list of recent imports is fetched again once the import has finished.
         expect(page.locator("#recent-imports table.list")).to_contain_text("customers.csv")
+        expect(page.locator("#recent-imports table.list td.num")).to_have_text(["43", "40", "0", "3"])
         page.wait_for_timeout(400)
         shots(page, "reports-imports-done")
         with page.expect_download() as download_info:
