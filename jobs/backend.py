@@ -493,29 +493,34 @@ class PostgresBackend(BaseTaskBackend):
             kept = psycopg.Cursor(raw)
             conn._jobs_enqueue_cursor = kept  # type: ignore[attr-defined]
         cursor = kept
-        outcome = store.insert_jobs(cursor, rows, prepare=prepare, lapse=self._lapse_running_holders)
+        # The results are made as if every job were new, while PostgreSQL writes a bulk
+        # enqueue's rows (store.insert_jobs); those a dedupe key led back to are replaced.
+        results: list[JobResult] = []
+        alias = self.alias
+
+        def make_results() -> None:
+            enqueued_at = timezone.now()
+            new = JobResult.of_new_job
+            results.extend(
+                new(task, row, enqueued_at=enqueued_at, backend=alias, args=args, kwargs=kwargs)
+                for (task, args, kwargs), row in zip(calls, rows, strict=True)
+            )
+
+        outcome = store.insert_jobs(
+            cursor, rows, prepare=prepare, lapse=self._lapse_running_holders, meanwhile=make_results
+        )
         if observe.enqueued_sink is not None:
             for row, (_, created) in zip(rows, outcome, strict=True):
                 if created:
                     observe.enqueued_sink(row.task_path, 1)
         # Jobs that a dedupe key led back to, read in one query however many there are.
         held = {job_id for job_id, created in outcome if not created}
-        existing = (
-            {job.id: job for job in Job.objects.using(self.database).filter(id__in=held)} if held else {}
-        )
-        results = []
+        if held:
+            existing = {job.id: job for job in Job.objects.using(self.database).filter(id__in=held)}
+            for index, (job_id, created) in enumerate(outcome):
+                if not created:
+                    results[index] = replace(self.result_from_job(existing[job_id]), deduplicated=True)
         announce = signals.observed(signals.task_enqueued)
-        enqueued_at = timezone.now()
-        alias = self.alias
-        for (task, args, kwargs), row, (job_id, created) in zip(calls, rows, outcome, strict=True):
-            if created:
-                results.append(
-                    JobResult.of_new_job(
-                        task, row, enqueued_at=enqueued_at, backend=alias, args=args, kwargs=kwargs
-                    )
-                )
-            else:
-                results.append(replace(self.result_from_job(existing[job_id]), deduplicated=True))
         if announce:
             for result in results:
                 if not result.deduplicated:

@@ -77,20 +77,59 @@ def insert_jobs(
     now: datetime | None = None,
     prepare: bool = False,
     lapse: Lapse | None = None,
+    meanwhile: Callable[[], None] | None = None,
 ) -> list[tuple[uuid.UUID, bool]]:
     """Insert jobs; return, in input order, (id, created) for each.
 
     ``created`` is False where a dedupe key was held by an unfinished job: the id is then
     that job's. A holder whose window has passed is marked lapsed and a new job inserted;
     ``lapse(ids, now)``, if given, marks running holders outside the caller's transaction.
+
+    ``meanwhile()``, if given, is called once: while PostgreSQL is still writing the rows of
+    a COPY (the caller's own work on the batch, done in time the client would spend
+    waiting), else after the rows are inserted. Whatever it raises is raised once the
+    statement has ended, as it would be had it been called after.
     """
+    overlap = _Overlap(meanwhile)
     if len(jobs) == 1 and jobs[0].dedupe_key is None and jobs[0].limit_name is None:
         # The common call: one job, nothing to deduplicate.
         _insert_one(cursor, jobs[0], notify=notify, now=now, prepare=prepare)
-        return [(jobs[0].id, True)]
-    # A keyed job alone is one statement, and on a conflict look-ups that stand on their own.
-    with _one_transaction(cursor) if len(jobs) > 1 else nullcontext():
-        return _insert_many(cursor, jobs, notify=notify, now=now, prepare=prepare, lapse=lapse)
+        outcome = [(jobs[0].id, True)]
+    else:
+        # A keyed job alone is one statement, and on a conflict look-ups that stand on their own.
+        with _one_transaction(cursor) if len(jobs) > 1 else nullcontext():
+            outcome = _insert_many(
+                cursor, jobs, notify=notify, now=now, prepare=prepare, lapse=lapse, meanwhile=overlap
+            )
+    overlap()  # if no COPY called it
+    overlap.reraise()
+    return outcome
+
+
+class _Overlap:
+    """A ``meanwhile`` called at most once, its exception kept until the COPY has ended
+    (raised inside the COPY block, it would abort the caller's transaction)."""
+
+    __slots__ = ("_call", "_error", "called")
+
+    def __init__(self, call: Callable[[], None] | None) -> None:
+        self._call = call
+        self.called = False
+        self._error: Exception | None = None
+
+    def __call__(self) -> None:
+        if self._call is None or self.called:
+            return
+        self.called = True
+        try:
+            self._call()
+        except Exception as exc:  # noqa: BLE001 - raised once the statement has ended
+            self._error = exc
+
+    def reraise(self) -> None:
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise error
 
 
 def _one_transaction(cursor: Any) -> AbstractContextManager[Any]:
@@ -113,6 +152,7 @@ def _insert_many(
     now: datetime | None,
     prepare: bool,
     lapse: Lapse | None,
+    meanwhile: _Overlap,
 ) -> list[tuple[uuid.UUID, bool]]:
     result: dict[int, tuple[uuid.UUID, bool]] = {}
     pending = list(enumerate(jobs))
@@ -120,7 +160,7 @@ def _insert_many(
     keyless = [(index, job) for index, job in pending if job.dedupe_key is None and job.limit_name is None]
     if len(keyless) >= COPY_THRESHOLD:
         # Many rows that cannot conflict: COPY is several times faster than INSERT.
-        _copy_jobs(cursor, [job for _, job in keyless], notify=notify, now=now)
+        _copy_jobs(cursor, [job for _, job in keyless], notify=notify, now=now, meanwhile=meanwhile)
         result.update((index, (job.id, True)) for index, job in keyless)
         copied = {index for index, _ in keyless}
         pending = [(index, job) for index, job in pending if index not in copied]
@@ -192,7 +232,9 @@ _COPY_COLUMNS = (
 )  # fmt: skip
 
 
-def _copy_jobs(cursor: Any, jobs: Sequence[NewJob], *, notify: bool, now: datetime | None) -> None:
+def _copy_jobs(
+    cursor: Any, jobs: Sequence[NewJob], *, notify: bool, now: datetime | None, meanwhile: Callable[[], None]
+) -> None:
     """COPY rows without dedupe keys, on the caller's connection (inside the caller's
     transaction when there is one), waking workers as insert.sql does."""
     clock = now or datetime.now(UTC)
@@ -227,6 +269,7 @@ def _copy_jobs(cursor: Any, jobs: Sequence[NewJob], *, notify: bool, now: dateti
             """,
             {"channel": NOTIFY_CHANNEL, "queues": sorted(due_queues)},
         )
+    # One COPY per kind of row; during the last, the caller's ``meanwhile``.
     if bare:
         # The columns' defaults stand for the options (as in insert_plain.sql): less than
         # half the values travel.
@@ -235,15 +278,32 @@ def _copy_jobs(cursor: Any, jobs: Sequence[NewJob], *, notify: bool, now: dateti
             for job in bare:
                 write((job.id, job.task_path, job.queue_name, job.priority, job.args, job.kwargs,
                        job.max_attempts, job.trace_id))  # fmt: skip
+            if not (dressed or timed):
+                _while_written(copy, meanwhile)
     if dressed:
         with cursor.copy(f"COPY jobs_job ({', '.join(_COPY_COLUMNS)}) FROM STDIN") as copy:
             for job in dressed:
                 copy.write_row(_copy_values(job))
+            if not timed:
+                _while_written(copy, meanwhile)
     if timed:
         columns = (*_COPY_COLUMNS, "run_at", "state")
         with cursor.copy(f"COPY jobs_job ({', '.join(columns)}) FROM STDIN") as copy:
             for job, run_at, state in timed:
                 copy.write_row((*_copy_values(job), run_at, state))
+            _while_written(copy, meanwhile)
+
+
+def _while_written(copy: Any, meanwhile: Callable[[], None]) -> None:
+    """Every row is written: send what psycopg and libpq still buffer (up to 32 KiB, a
+    quarter of a thousand rows, which would go only when the COPY ends), then call
+    ``meanwhile`` while the server inserts them. Text format has no trailer: ending the
+    formatter's buffer early is what the end of the COPY does with it. (A socket that takes
+    less than all of it at once gets the rest then.)"""
+    if data := copy.formatter.end():
+        copy.writer.write(data)
+    copy.connection.pgconn.flush()
+    meanwhile()
 
 
 def _copy_values(job: NewJob) -> tuple[Any, ...]:

@@ -470,6 +470,85 @@ def test_bulk_enqueue_handles_dedupe_keys_within_the_batch_and_against_the_table
 
 
 @pytest.mark.django_db
+def test_a_copied_batch_with_keys_beside_it_gives_each_call_its_own_result() -> None:
+    # The results are made while the COPY's rows are written, as if all were new; the keyed
+    # calls that found a holder get the holder's result in their place.
+    backend: PostgresBackend = task_backends["default"]
+    held = basic.add.using(dedupe_key="held").enqueue(0, 0)
+    keyed = basic.add.using(dedupe_key="held")
+    calls: list[tuple[Any, list[int], dict[str, Any]]] = [
+        (basic.add, [i, i], {}) for i in range(store.COPY_THRESHOLD)
+    ]
+    calls[7] = (keyed, [7, 7], {})
+    calls[30] = (basic.add.using(dedupe_key="fresh"), [30, 30], {})
+    calls[31] = (basic.add.using(dedupe_key="fresh"), [31, 31], {})
+    calls.append((basic.add.using(priority=5), [99, 99], {}))
+    results = backend.bulk_enqueue(calls)
+    assert [r.deduplicated for r in results].count(True) == 2
+    assert results[7].id == held.id and results[7].args == [0, 0] and results[7].deduplicated
+    assert results[31].id == results[30].id and results[31].args == [30, 30]
+    rows = {str(job.id): job for job in Job.objects.all()}
+    assert len(rows) == 1 + len(calls) - 2  # the held job, and every call but the two that found one
+    for index, result in enumerate(results):
+        assert rows[result.id].args == result.args, index
+        assert result.status == TaskResultStatus.READY and result.enqueued_at is not None
+    assert rows[results[-1].id].priority == 5
+
+
+def copy_job(index: int, timeout: float | None = None, dedupe_key: str | None = None) -> store.NewJob:
+    return store.NewJob(
+        id=uuid.uuid4(), task_path="tests.tasks.basic.noop", queue_name="default", priority=0,
+        args=f"[{index}]", kwargs="{}", run_at=None, max_attempts=3, timeout=timeout,
+        lease_seconds=None, dedupe_key=dedupe_key,
+    )  # fmt: skip
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    "jobs",
+    [
+        pytest.param(lambda: [copy_job(0)], id="one row"),
+        pytest.param(lambda: [copy_job(0, dedupe_key="k"), copy_job(1)], id="keyed rows"),
+        pytest.param(lambda: [copy_job(i) for i in range(store.COPY_THRESHOLD)], id="copy"),
+        pytest.param(
+            lambda: (
+                [copy_job(i, timeout=5.0 if i % 2 else None) for i in range(store.COPY_THRESHOLD)]
+                + [copy_job(-1, dedupe_key="k")]
+            ),
+            id="two copies and a keyed row",
+        ),
+    ],
+)
+def test_meanwhile_runs_once_and_its_error_comes_after_the_rows(jobs: Any) -> None:
+    batch = jobs()
+    calls: list[int] = []
+
+    def meanwhile() -> None:
+        calls.append(1)
+        raise ValueError("made in meanwhile")
+
+    with transaction.atomic():
+        with connection.cursor() as cursor, pytest.raises(ValueError, match="made in meanwhile"):
+            store.insert_jobs(cursor, batch, meanwhile=meanwhile)
+        # The caller's transaction is not aborted: the rows are there and it goes on.
+        assert Job.objects.filter(id__in=[job.id for job in batch]).count() == len(batch)
+    assert calls == [1]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_copy_that_fails_raises_its_own_error_whatever_meanwhile_did() -> None:
+    batch = [copy_job(i) for i in range(store.COPY_THRESHOLD)]
+    batch[-1].id = batch[0].id  # a primary key the COPY refuses
+
+    def meanwhile() -> None:
+        raise ValueError("made in meanwhile")
+
+    with connection.cursor() as cursor, pytest.raises(psycopg.errors.UniqueViolation):
+        store.insert_jobs(cursor, batch, meanwhile=meanwhile)
+    assert Job.objects.count() == 0
+
+
+@pytest.mark.django_db
 def test_enqueue_many_with_a_key_makes_one_job() -> None:
     results = basic.add.using(dedupe_key="once").enqueue_many([([1, 1], {}), ([2, 2], {})])
     assert results[0].id == results[1].id
