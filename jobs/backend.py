@@ -7,7 +7,7 @@ Enqueue writes on the caller's database connection inside the caller's transacti
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import MISSING, dataclass, fields, replace
 from datetime import datetime
 from typing import Any
@@ -452,6 +452,12 @@ class PostgresBackend(BaseTaskBackend):
     def bulk_enqueue(self, calls: Iterable[tuple[Task, Sequence[Any], dict[str, Any]]]) -> list[JobResult]:
         """Enqueue many jobs, of one task or several, in one INSERT statement."""
         calls = list(calls)
+        if not calls:
+            return []
+        if len(calls) >= store.COPY_THRESHOLD and not otel.enabled():
+            made = self._copy_as_made(calls)
+            if made is not None:
+                return made
         per_task: dict[int, _Template] = {}
         rows = []
         for (task, args, kwargs), job_id in zip(calls, uuid7_many(len(calls)), strict=True):
@@ -459,8 +465,6 @@ class PostgresBackend(BaseTaskBackend):
             if template is None:
                 template = per_task[id(task)] = self._template(task)
             rows.append(self._new_job(task, template, args, kwargs, job_id))
-        if not rows:
-            return []
         spans: list[Any] = []
         if otel.enabled():
             explicit = [bool(getattr(task, "trace_id", None)) for task, _, _ in calls]
@@ -470,17 +474,58 @@ class PostgresBackend(BaseTaskBackend):
         finally:
             otel.end(spans)
 
-    def _insert(
-        self, calls: list[tuple[Task, Sequence[Any], dict[str, Any]]], rows: list[store.NewJob]
-    ) -> list[JobResult]:
-        # The caller's connection, in the caller's transaction (invariant 1). A psycopg
-        # cursor rather than Django's, so the statement is prepared once per connection.
+    def _copy_as_made(
+        self, calls: list[tuple[Task, Sequence[Any], dict[str, Any]]]
+    ) -> list[JobResult] | None:
+        """A bulk enqueue of one task, due now, without dedupe key or limit, outside any
+        transaction (enqueue_many in autocommit): each job is made, checked and its result
+        made while PostgreSQL inserts the ones before it (store.copy_jobs_as_made); a call
+        that fails its checks rolls the batch back. None where that does not apply."""
+        task = calls[0][0]
+        if task.run_after is not None or getattr(task, "dedupe_key", None) is not None:
+            return None
+        if any(other is not task for other, _, _ in calls):
+            return None
+        template = self._template(task)
+        if template.limit_name is not None:
+            return None
+        cursor = self._cursor()
+        raw = cursor.connection
+        if not (raw.autocommit and raw.info.transaction_status == psycopg.pq.TransactionStatus.IDLE):
+            # In the caller's transaction a failed check must not abort it: checked first.
+            return None
+        new_job, rows = self._new_job, []
+
+        def made() -> Iterator[store.NewJob]:
+            for (_, args, kwargs), job_id in zip(calls, uuid7_many(len(calls)), strict=True):
+                row = new_job(task, template, args, kwargs, job_id)
+                rows.append(row)
+                yield row
+
+        results: list[JobResult] = []
+        made_rows = made()
+        # The first job is checked before any statement; the results are made while
+        # PostgreSQL inserts the last rows.
+        store.copy_jobs_as_made(
+            cursor,
+            next(made_rows),
+            made_rows,
+            meanwhile=lambda: results.extend(self._results_of(calls, rows)),
+        )
+        if observe.enqueued_sink is not None:
+            observe.enqueued_sink(template.task_path, len(results))
+        self._announce(results)
+        return results
+
+    def _cursor(self) -> psycopg.Cursor[Any]:
+        """The psycopg cursor enqueues use on this backend's Django connection: the caller's
+        connection, in the caller's transaction (invariant 1). A psycopg cursor rather than
+        Django's, so the statement is prepared once per connection."""
         conn = connections[self.database]
         conn.validate_no_broken_transaction()
         conn.ensure_connection()
         raw = conn.connection
-        prepare = jobs_settings().PREPARED_STATEMENTS
-        if prepare and raw.prepare_threshold is None:
+        if jobs_settings().PREPARED_STATEMENTS and raw.prepare_threshold is None:
             # Django turns psycopg's prepared statements off (for poolers that cannot keep
             # them). Its own cursors bind on the client and never prepare anyway; this lets
             # the enqueue statement be prepared once per connection. JOBS_PREPARED_STATEMENTS
@@ -492,22 +537,21 @@ class PostgresBackend(BaseTaskBackend):
         if kept is None or kept.connection is not raw or kept.closed:
             kept = psycopg.Cursor(raw)
             conn._jobs_enqueue_cursor = kept  # type: ignore[attr-defined]
-        cursor = kept
+        return kept
+
+    def _insert(
+        self, calls: list[tuple[Task, Sequence[Any], dict[str, Any]]], rows: list[store.NewJob]
+    ) -> list[JobResult]:
+        cursor = self._cursor()
         # The results are made as if every job were new, while PostgreSQL writes a bulk
         # enqueue's rows (store.insert_jobs); those a dedupe key led back to are replaced.
         results: list[JobResult] = []
-        alias = self.alias
-
-        def make_results() -> None:
-            enqueued_at = timezone.now()
-            new = JobResult.of_new_job
-            results.extend(
-                new(task, row, enqueued_at=enqueued_at, backend=alias, args=args, kwargs=kwargs)
-                for (task, args, kwargs), row in zip(calls, rows, strict=True)
-            )
-
         outcome = store.insert_jobs(
-            cursor, rows, prepare=prepare, lapse=self._lapse_running_holders, meanwhile=make_results
+            cursor,
+            rows,
+            prepare=jobs_settings().PREPARED_STATEMENTS,
+            lapse=self._lapse_running_holders,
+            meanwhile=lambda: results.extend(self._results_of(calls, rows)),
         )
         if observe.enqueued_sink is not None:
             for row, (_, created) in zip(rows, outcome, strict=True):
@@ -520,12 +564,24 @@ class PostgresBackend(BaseTaskBackend):
             for index, (job_id, created) in enumerate(outcome):
                 if not created:
                     results[index] = replace(self.result_from_job(existing[job_id]), deduplicated=True)
-        announce = signals.observed(signals.task_enqueued)
-        if announce:
+        self._announce(results)
+        return results
+
+    def _results_of(
+        self, calls: list[tuple[Task, Sequence[Any], dict[str, Any]]], rows: list[store.NewJob]
+    ) -> list[JobResult]:
+        """The results of the calls' jobs, inserted as these rows."""
+        enqueued_at, alias, new = timezone.now(), self.alias, JobResult.of_new_job
+        return [
+            new(task, row, enqueued_at=enqueued_at, backend=alias, args=args, kwargs=kwargs)
+            for (task, args, kwargs), row in zip(calls, rows, strict=True)
+        ]
+
+    def _announce(self, results: list[JobResult]) -> None:
+        if signals.observed(signals.task_enqueued):
             for result in results:
                 if not result.deduplicated:
                     signals.task_enqueued.send(sender=type(self), task_result=result)
-        return results
 
     def _lapse_running_holders(self, ids: list[uuid.UUID], now: datetime | None) -> None:
         """Mark running jobs whose dedupe window has passed lapsed, committed at once on a

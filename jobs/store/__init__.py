@@ -35,14 +35,15 @@ from .claims import (
     record_progress,
     release,
 )
-from .enqueue import COPY_THRESHOLD, NewJob, insert_jobs
+from .enqueue import COPY_THRESHOLD, NewJob, copy_jobs_as_made, insert_jobs
 from .operator import cancel, discard, limit_changed, pause_queue, prune, replay, resume_queue, run_now
 from .statements import NOTIFY_CHANNEL, sql
 
 __all__ = [
     "COPY_THRESHOLD", "LIMITS_DECLARED", "NOTIFY_CHANNEL", "REAP_GRACE", "UNSTARTED_LEASE", "Beat",
-    "Claimed", "Due", "NewJob", "Reaped", "cancel", "cancelled_among", "claim", "discard", "extend_leases",
-    "insert_jobs", "limit_changed", "limits_declared", "next_due", "pause_queue", "promote", "prune",
+    "Claimed", "Due", "NewJob", "Reaped", "cancel", "cancelled_among", "claim", "copy_jobs_as_made",
+    "discard", "extend_leases", "insert_jobs", "limit_changed", "limits_declared", "next_due",
+    "pause_queue", "promote", "prune",
     "reap", "reap_token", "record_outcomes", "record_progress", "release", "replay", "resume_queue",
     "run_now", "sql",
 ]  # fmt: skip

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Generator, Iterable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from psycopg.copy import LibpqWriter
+from psycopg.generators import copy_end
 from psycopg.pq import TransactionStatus
+from psycopg.waiting import Ready, Wait
 
 from .statements import NOTIFY_CHANNEL, sql
 
@@ -233,7 +236,7 @@ _COPY_COLUMNS = (
 
 
 def _copy_jobs(
-    cursor: Any, jobs: Sequence[NewJob], *, notify: bool, now: datetime | None, meanwhile: Callable[[], None]
+    cursor: Any, jobs: Sequence[NewJob], *, notify: bool, now: datetime | None, meanwhile: _Overlap
 ) -> None:
     """COPY rows without dedupe keys, on the caller's connection (inside the caller's
     transaction when there is one), waking workers as insert.sql does."""
@@ -258,52 +261,137 @@ def _copy_jobs(
             if state == "queued":
                 due_queues.add(job.queue_name)
     if notify and due_queues:
-        # Sent now, delivered at commit (after the rows below exist), and only for queues
-        # that had no due job: as in insert_one.sql.
-        cursor.execute(
-            """
-            SELECT pg_notify(%(channel)s, q.name)
-            FROM unnest(%(queues)s::text[]) AS q(name)
-            WHERE (SELECT 1 FROM jobs_job j WHERE j.state = 'queued' AND j.queue_name = q.name
-                   ORDER BY j.priority DESC, j.run_at, j.id LIMIT 1) IS NULL
-            """,
-            {"channel": NOTIFY_CHANNEL, "queues": sorted(due_queues)},
-        )
-    # One COPY per kind of row; during the last, the caller's ``meanwhile``.
+        _wake(cursor, due_queues)
+    # One COPY per kind of row; while the last ends, the caller's ``meanwhile``.
     if bare:
         # The columns' defaults stand for the options (as in insert_plain.sql): less than
         # half the values travel.
-        with cursor.copy(f"COPY jobs_job ({', '.join(_PLAIN_COLUMNS)}) FROM STDIN") as copy:
+        with _copy(cursor, _PLAIN_COLUMNS, None if dressed or timed else meanwhile) as copy:
             write = copy.write_row
             for job in bare:
-                write((job.id, job.task_path, job.queue_name, job.priority, job.args, job.kwargs,
-                       job.max_attempts, job.trace_id))  # fmt: skip
-            if not (dressed or timed):
-                _while_written(copy, meanwhile)
+                write(_plain_values(job))
     if dressed:
-        with cursor.copy(f"COPY jobs_job ({', '.join(_COPY_COLUMNS)}) FROM STDIN") as copy:
+        with _copy(cursor, _COPY_COLUMNS, None if timed else meanwhile) as copy:
             for job in dressed:
                 copy.write_row(_copy_values(job))
-            if not timed:
-                _while_written(copy, meanwhile)
     if timed:
-        columns = (*_COPY_COLUMNS, "run_at", "state")
-        with cursor.copy(f"COPY jobs_job ({', '.join(columns)}) FROM STDIN") as copy:
+        with _copy(cursor, (*_COPY_COLUMNS, "run_at", "state"), meanwhile) as copy:
             for job, run_at, state in timed:
                 copy.write_row((*_copy_values(job), run_at, state))
-            _while_written(copy, meanwhile)
 
 
-def _while_written(copy: Any, meanwhile: Callable[[], None]) -> None:
-    """Every row is written: send what psycopg and libpq still buffer (up to 32 KiB, a
-    quarter of a thousand rows, which would go only when the COPY ends), then call
-    ``meanwhile`` while the server inserts them. Text format has no trailer: ending the
-    formatter's buffer early is what the end of the COPY does with it. (A socket that takes
-    less than all of it at once gets the rest then.)"""
+def _wake(cursor: Any, queues: set[str]) -> None:
+    """Wake the workers of the queues that had no due job, at commit (after the rows about to
+    be written exist): as in insert_one.sql."""
+    cursor.execute(
+        """
+        SELECT pg_notify(%(channel)s, q.name)
+        FROM unnest(%(queues)s::text[]) AS q(name)
+        WHERE (SELECT 1 FROM jobs_job j WHERE j.state = 'queued' AND j.queue_name = q.name
+               ORDER BY j.priority DESC, j.run_at, j.id LIMIT 1) IS NULL
+        """,
+        {"channel": NOTIFY_CHANNEL, "queues": sorted(queues)},
+    )
+
+
+def copy_jobs_as_made(
+    cursor: Any,
+    first: NewJob,
+    rest: Iterable[NewJob],
+    *,
+    notify: bool = True,
+    meanwhile: Callable[[], None] | None = None,
+) -> None:
+    """COPY a batch whose rows are made as they are sent: PostgreSQL inserts rows while the
+    caller makes (and checks) the next ones, instead of waiting for the whole batch.
+
+    ``first`` and every row of ``rest`` share their task and options: due now, no dedupe
+    key, no limit (insert_jobs takes any other batch). Only on a connection outside any
+    transaction: the batch gets one of its own, so that ``rest`` raising (a call that fails
+    its checks) rolls back every row before it, and the caller gets that error. Inside the
+    caller's transaction that would abort it: there, insert_jobs with the rows made first.
+    ``meanwhile`` is as insert_jobs's: called once all rows are sent, while the server still
+    inserts the last of them.
+    """
+    conn = cursor.connection
+    if not (conn.autocommit and conn.info.transaction_status == TransactionStatus.IDLE):
+        raise ValueError("copy_jobs_as_made needs a connection outside any transaction; use insert_jobs")
+    if first.run_at is not None or first.dedupe_key is not None or first.limit_name is not None:
+        raise ValueError("copy_jobs_as_made takes rows due now, without dedupe key or limit")
+    columns, values = (_PLAIN_COLUMNS, _plain_values) if first.is_plain() else (_COPY_COLUMNS, _copy_values)
+    with conn.transaction():
+        if notify:
+            _wake(cursor, {first.queue_name})
+        overlap = _Overlap(meanwhile)
+        with _copy(cursor, columns, overlap) as copy:
+            write = copy.write_row
+            write(values(first))
+            for count, job in enumerate(rest, 2):
+                write(values(job))
+                if not count % _SEND_EVERY:
+                    _send(copy)
+    overlap()  # if the server had answered before it could run
+    overlap.reraise()
+
+
+def _plain_values(job: NewJob) -> tuple[Any, ...]:
+    return (job.id, job.task_path, job.queue_name, job.priority, job.args, job.kwargs, job.max_attempts,
+            job.trace_id)  # fmt: skip
+
+
+def _copy(cursor: Any, columns: Sequence[str], meanwhile: _Overlap | None) -> Any:
+    """A COPY into jobs_job of these columns; ``meanwhile`` (if any) is called once its rows
+    have all been sent, while the server inserts the last of them."""
+    statement = f"COPY jobs_job ({', '.join(columns)}) FROM STDIN"
+    if meanwhile is None:
+        return cursor.copy(statement)
+    return cursor.copy(statement, writer=_MeanwhileWriter(cursor, meanwhile))
+
+
+class _MeanwhileWriter(LibpqWriter):
+    """Ends a COPY, then calls ``meanwhile`` while waiting for the server's answer.
+
+    PostgreSQL inserts the rows of a COPY in parcels of up to 64 KiB of rows (about 300 of
+    ours); the last parcel waits for the end of the data, so the client's own work is best
+    done between sending the end and reading the answer: psycopg's ending (copy_end), run
+    step by step, and ``meanwhile`` called at its first wait to read."""
+
+    def __init__(self, cursor: Any, meanwhile: _Overlap) -> None:
+        super().__init__(cursor)
+        self._meanwhile = meanwhile
+
+    def finish(self, exc: BaseException | None = None) -> None:
+        if exc is not None:
+            super().finish(exc)
+            return
+        self.connection.wait(self._end())
+
+    def _end(self) -> Generator[Wait, Ready | int, None]:
+        steps = copy_end(self.connection.pgconn, None)
+        try:
+            wait = next(steps)
+            while True:
+                if wait == Wait.R:
+                    self._meanwhile()  # once: later calls do nothing
+                wait = steps.send((yield wait))
+        except StopIteration:
+            return
+
+
+# Rows made as they are sent go to the server in parcels of about 8 KiB (libpq's own), so
+# that the last parcel, inserted after the last row is made, is small.
+_SEND_EVERY = 64
+
+
+def _send(copy: Any) -> None:
+    """Send the rows psycopg and libpq still buffer (psycopg up to 32 KiB, a quarter of a
+    thousand rows, which would go only when the COPY ends), so that PostgreSQL inserts them
+    while the next rows are made. Text format has no trailer:
+    ending the formatter's buffer early is what the end of the COPY does with it. (A socket
+    that takes less than all of it at once gets the rest later.)"""
     if data := copy.formatter.end():
         copy.writer.write(data)
     copy.connection.pgconn.flush()
-    meanwhile()
 
 
 def _copy_values(job: NewJob) -> tuple[Any, ...]:

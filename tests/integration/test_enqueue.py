@@ -210,6 +210,66 @@ def test_a_large_batch_outside_a_transaction_is_all_or_nothing() -> None:
     assert Job.objects.count() == 0
 
 
+@pytest.mark.django_db(transaction=True)
+def test_a_batch_made_while_it_is_copied_is_whole_ordered_and_wakes_once(statements: list[str]) -> None:
+    # enqueue_many of one task outside a transaction: each job is made while PostgreSQL
+    # inserts the ones before it (store.copy_jobs_as_made).
+    size = store.COPY_THRESHOLD * 20
+    with connect(application_name="test-listener") as listener:
+        listener.execute(f"LISTEN {store.NOTIFY_CHANNEL}")
+        statements.clear()
+        results = basic.add.using(queue_name="email").enqueue_many(([i], {"b": i}) for i in range(size))
+        assert [n.payload for n in listener.notifies(timeout=0.3)] == ["email"]
+    assert sum("COPY" in statement for statement in statements) == 1
+    jobs = {str(job.id): job for job in Job.objects.all()}
+    assert len(jobs) == size
+    assert [(jobs[r.id].args, jobs[r.id].kwargs) for r in results] == [([i], {"b": i}) for i in range(size)]
+    assert [(r.args, r.kwargs) for r in results] == [([i], {"b": i}) for i in range(size)]
+    # The order they were enqueued in is the order they are claimed in.
+    assert [r.id for r in results] == sorted(r.id for r in results)
+    assert {r.status for r in results} == {TaskResultStatus.READY}
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("bad", [0, 1, 700, 999], ids=["first", "second", "middle", "last"])
+def test_a_bad_call_in_a_batch_made_while_copied_inserts_nothing(bad: int) -> None:
+    calls: list[tuple[list[Any], dict[str, Any]]] = [([i, i], {}) for i in range(1000)]
+    calls[bad] = ([{1, 2}, 3], {})
+    with connect(application_name="test-listener") as listener:
+        listener.execute(f"LISTEN {store.NOTIFY_CHANNEL}")
+        with pytest.raises(InvalidPayload, match="JSON-serializable"):
+            basic.add.enqueue_many(calls)
+        assert list(listener.notifies(timeout=0.2)) == []
+    assert Job.objects.count() == 0
+    # The connection goes on as before: outside a transaction, the next batch lands.
+    assert len(basic.add.enqueue_many(([i, i], {}) for i in range(100))) == Job.objects.count() == 100
+
+
+@pytest.mark.django_db
+def test_in_the_callers_transaction_a_bad_call_is_refused_before_any_statement(statements: list[str]) -> None:
+    calls: list[tuple[list[Any], dict[str, Any]]] = [([i, i], {}) for i in range(1000)]
+    calls[700] = ([{1, 2}, 3], {})
+    with transaction.atomic():
+        basic.noop.enqueue()
+        statements.clear()
+        with pytest.raises(InvalidPayload):
+            basic.add.enqueue_many(calls)
+        assert statements == []
+        # The caller's own work stands, and its transaction goes on.
+        assert Job.objects.count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_copy_as_made_refuses_a_transaction_and_rows_it_cannot_take() -> None:
+    connection.ensure_connection()
+    cursor = connection.connection.cursor()
+    with transaction.atomic(), pytest.raises(ValueError, match="outside any transaction"):
+        store.copy_jobs_as_made(cursor, copy_job(0), [])
+    with pytest.raises(ValueError, match="without dedupe key"):
+        store.copy_jobs_as_made(cursor, copy_job(0, dedupe_key="k"), [])
+    assert Job.objects.count() == 0
+
+
 # --- what enqueue stores --------------------------------------------------------------------
 
 
