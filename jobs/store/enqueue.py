@@ -326,10 +326,8 @@ def copy_jobs_as_made(
         with _copy(cursor, columns, overlap) as copy:
             write = copy.write_row
             write(values(first))
-            for count, job in enumerate(rest, 2):
+            for job in rest:
                 write(values(job))
-                if not count % _SEND_EVERY:
-                    _send(copy)
     overlap()  # if the server had answered before it could run
     overlap.reraise()
 
@@ -376,22 +374,6 @@ class _MeanwhileWriter(LibpqWriter):
                 wait = steps.send((yield wait))
         except StopIteration:
             return
-
-
-# Rows made as they are sent go to the server in parcels of about 8 KiB (libpq's own), so
-# that the last parcel, inserted after the last row is made, is small.
-_SEND_EVERY = 64
-
-
-def _send(copy: Any) -> None:
-    """Send the rows psycopg and libpq still buffer (psycopg up to 32 KiB, a quarter of a
-    thousand rows, which would go only when the COPY ends), so that PostgreSQL inserts them
-    while the next rows are made. Text format has no trailer:
-    ending the formatter's buffer early is what the end of the COPY does with it. (A socket
-    that takes less than all of it at once gets the rest later.)"""
-    if data := copy.formatter.end():
-        copy.writer.write(data)
-    copy.connection.pgconn.flush()
 
 
 def _copy_values(job: NewJob) -> tuple[Any, ...]:
