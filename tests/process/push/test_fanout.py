@@ -34,7 +34,12 @@ def test_1000_devices_are_delivered_by_runworker_over_one_connection_per_executo
     assert len(deliveries) == DEVICES
 
     def all_delivered() -> bool:
-        return PushDelivery.objects.filter(status=DeliveryStatus.DELIVERED).count() == DEVICES
+        # And their jobs' outcomes written: the feeder writes them in batches, a moment after
+        # the handler's own delivery row, and the worker is killed when this holds.
+        return (
+            PushDelivery.objects.filter(status=DeliveryStatus.DELIVERED).count() == DEVICES
+            and Job.objects.filter(state=State.SUCCEEDED).count() == DEVICES
+        )
 
     with running_worker(
         tmp_path, "--queues=push", f"--concurrency={EXECUTORS}", **push_servers.env()
