@@ -450,7 +450,7 @@ class PostgresBackend(BaseTaskBackend):
         return self.bulk_enqueue([(task, args, kwargs)])[0]
 
     def bulk_enqueue(self, calls: Iterable[tuple[Task, Sequence[Any], dict[str, Any]]]) -> list[JobResult]:
-        """Enqueue many jobs, of one task or several, in one INSERT statement."""
+        """Enqueue many jobs, of one task or several: one COPY or INSERT of their rows."""
         calls = list(calls)
         if not calls:
             return []

@@ -8,6 +8,7 @@ from collections.abc import Callable, Generator, Iterable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from itertools import chain
 from typing import Any
 
 from psycopg.copy import LibpqWriter
@@ -93,46 +94,48 @@ def insert_jobs(
     waiting), else after the rows are inserted. Whatever it raises is raised once the
     statement has ended, as it would be had it been called after.
     """
-    overlap = _Overlap(meanwhile)
-    if len(jobs) == 1 and jobs[0].dedupe_key is None and jobs[0].limit_name is None:
-        # The common call: one job, nothing to deduplicate.
-        _insert_one(cursor, jobs[0], notify=notify, now=now, prepare=prepare)
-        outcome = [(jobs[0].id, True)]
-    else:
+    with _Overlap(meanwhile) as overlap:
+        if len(jobs) == 1 and jobs[0].dedupe_key is None and jobs[0].limit_name is None:
+            # The common call: one job, nothing to deduplicate.
+            _insert_one(cursor, jobs[0], notify=notify, now=now, prepare=prepare)
+            return [(jobs[0].id, True)]
         # A keyed job alone is one statement, and on a conflict look-ups that stand on their own.
         with _one_transaction(cursor) if len(jobs) > 1 else nullcontext():
-            outcome = _insert_many(
+            return _insert_many(
                 cursor, jobs, notify=notify, now=now, prepare=prepare, lapse=lapse, meanwhile=overlap
             )
-    overlap()  # if no COPY called it
-    overlap.reraise()
-    return outcome
 
 
 class _Overlap:
     """A ``meanwhile`` called at most once, its exception kept until the COPY has ended
-    (raised inside the COPY block, it would abort the caller's transaction)."""
+    (raised inside the COPY block, it would abort the caller's transaction). As a context:
+    called on the way out if nothing called it, then its exception raised (unless the
+    block raised its own)."""
 
-    __slots__ = ("_call", "_error", "called")
+    __slots__ = ("_call", "_error")
 
     def __init__(self, call: Callable[[], None] | None) -> None:
         self._call = call
-        self.called = False
         self._error: Exception | None = None
 
     def __call__(self) -> None:
-        if self._call is None or self.called:
+        call, self._call = self._call, None
+        if call is None:
             return
-        self.called = True
         try:
-            self._call()
+            call()
         except Exception as exc:  # noqa: BLE001 - raised once the statement has ended
             self._error = exc
 
-    def reraise(self) -> None:
+    def __enter__(self) -> _Overlap:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, *_: object) -> None:
+        if exc_type is not None:
+            return
+        self()
         if self._error is not None:
-            error, self._error = self._error, None
-            raise error
+            raise self._error
 
 
 def _one_transaction(cursor: Any) -> AbstractContextManager[Any]:
@@ -262,22 +265,20 @@ def _copy_jobs(
                 due_queues.add(job.queue_name)
     if notify and due_queues:
         _wake(cursor, due_queues)
-    # One COPY per kind of row; while the last ends, the caller's ``meanwhile``.
+    # One COPY per kind of row; while the last ends, the caller's ``meanwhile``. The
+    # columns' defaults stand for the options of bare rows (as in insert_plain.sql): less
+    # than half the values travel.
     if bare:
-        # The columns' defaults stand for the options (as in insert_plain.sql): less than
-        # half the values travel.
-        with _copy(cursor, _PLAIN_COLUMNS, None if dressed or timed else meanwhile) as copy:
-            write = copy.write_row
-            for job in bare:
-                write(_plain_values(job))
+        _copy_rows(cursor, _PLAIN_COLUMNS, map(_plain_values, bare), None if dressed or timed else meanwhile)
     if dressed:
-        with _copy(cursor, _COPY_COLUMNS, None if timed else meanwhile) as copy:
-            for job in dressed:
-                copy.write_row(_copy_values(job))
+        _copy_rows(cursor, _COPY_COLUMNS, map(_copy_values, dressed), None if timed else meanwhile)
     if timed:
-        with _copy(cursor, (*_COPY_COLUMNS, "run_at", "state"), meanwhile) as copy:
-            for job, run_at, state in timed:
-                copy.write_row((*_copy_values(job), run_at, state))
+        _copy_rows(
+            cursor,
+            (*_COPY_COLUMNS, "run_at", "state"),
+            ((*_copy_values(job), run_at, state) for job, run_at, state in timed),
+            meanwhile,
+        )
 
 
 def _wake(cursor: Any, queues: set[str]) -> None:
@@ -319,17 +320,10 @@ def copy_jobs_as_made(
     if first.run_at is not None or first.dedupe_key is not None or first.limit_name is not None:
         raise ValueError("copy_jobs_as_made takes rows due now, without dedupe key or limit")
     columns, values = (_PLAIN_COLUMNS, _plain_values) if first.is_plain() else (_COPY_COLUMNS, _copy_values)
-    with conn.transaction():
+    with _Overlap(meanwhile) as overlap, conn.transaction():
         if notify:
             _wake(cursor, {first.queue_name})
-        overlap = _Overlap(meanwhile)
-        with _copy(cursor, columns, overlap) as copy:
-            write = copy.write_row
-            write(values(first))
-            for job in rest:
-                write(values(job))
-    overlap()  # if the server had answered before it could run
-    overlap.reraise()
+        _copy_rows(cursor, columns, map(values, chain([first], rest)), overlap)
 
 
 def _plain_values(job: NewJob) -> tuple[Any, ...]:
@@ -337,13 +331,17 @@ def _plain_values(job: NewJob) -> tuple[Any, ...]:
             job.trace_id)  # fmt: skip
 
 
-def _copy(cursor: Any, columns: Sequence[str], meanwhile: _Overlap | None) -> Any:
-    """A COPY into jobs_job of these columns; ``meanwhile`` (if any) is called once its rows
-    have all been sent, while the server inserts the last of them."""
+def _copy_rows(
+    cursor: Any, columns: Sequence[str], rows: Iterable[tuple[Any, ...]], meanwhile: _Overlap | None
+) -> None:
+    """COPY rows into jobs_job's ``columns``; ``meanwhile`` (if any) is called once they have
+    all been sent, while the server inserts the last of them."""
     statement = f"COPY jobs_job ({', '.join(columns)}) FROM STDIN"
-    if meanwhile is None:
-        return cursor.copy(statement)
-    return cursor.copy(statement, writer=_MeanwhileWriter(cursor, meanwhile))
+    writer = None if meanwhile is None else _MeanwhileWriter(cursor, meanwhile)
+    with cursor.copy(statement, writer=writer) as copy:
+        write = copy.write_row
+        for row in rows:
+            write(row)
 
 
 class _MeanwhileWriter(LibpqWriter):
