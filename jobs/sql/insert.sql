@@ -53,7 +53,6 @@ WITH ins AS (
     SELECT pg_notify('jobs_queued', d.queue_name)
     FROM (SELECT DISTINCT queue_name FROM ins WHERE %(notify)s AND state = 'queued') AS d
     -- (The wake-up check of insert_one.sql.)
-    WHERE (SELECT 1 FROM jobs_job j WHERE j.state = 'queued' AND j.queue_name = d.queue_name
-           ORDER BY j.priority DESC, j.run_at, j.id LIMIT 1) IS NULL
+    WHERE NOT jobs_queue_has_due(d.queue_name)
 )
 SELECT ins.id FROM ins, (SELECT count(*) FROM woken) AS w

@@ -4,14 +4,12 @@
 -- Workers are woken only when the job's queue had no due job before it: with due jobs
 -- waiting, every worker of the queue is busy or about to claim again (it claims while
 -- claims return jobs), and a NOTIFY would only add work to this commit and wake listeners
--- for nothing. The check reads the queue as it was before this statement (the row the
--- INSERT adds is not visible to it), and walks jobs_job_claimable for one entry: its
--- ORDER BY is the index's, so the plan walks the index while the table has pages (a
--- plain NOT EXISTS is planned as a scan of the whole table while the statistics still
--- count a drained backlog as queued: milliseconds per enqueue for every 20,000 rows).
--- Not when it is planned on a table with no page that has been analysed (just after a
--- TRUNCATE, or a VACUUM that emptied it): then a scan and a sort, kept by the prepared
--- statement until the next ANALYZE, and the check costs a pass over the queue.
+-- for nothing. The check, jobs_queue_has_due (migration 0014), reads the queue as it was
+-- before this statement (the row the INSERT adds is not visible to it) and walks
+-- jobs_job_claimable for one entry whatever the statistics say. Planned here, it became a
+-- scan of the whole table on one analysed while empty (just after a TRUNCATE, or a VACUUM
+-- that emptied it), kept by the prepared statement until the next ANALYZE; a plain NOT
+-- EXISTS, while the statistics still counted a drained backlog as queued.
 WITH ins AS (
     INSERT INTO jobs_job (id, task_path, queue_name, priority, state, args, kwargs, run_at,
                           max_attempts, timeout, lease_seconds, backoff_base, backoff_cap,
@@ -31,5 +29,4 @@ WITH ins AS (
 SELECT pg_notify('jobs_queued', ins.queue_name)
 FROM ins
 WHERE %(notify)s AND ins.state = 'queued'
-  AND (SELECT 1 FROM jobs_job j WHERE j.state = 'queued' AND j.queue_name = ins.queue_name
-       ORDER BY j.priority DESC, j.run_at, j.id LIMIT 1) IS NULL
+  AND NOT jobs_queue_has_due(ins.queue_name)

@@ -23,7 +23,6 @@ WITH ins AS (
 )
 SELECT ins.id,
        CASE WHEN %(notify)s AND ins.state = 'queued'
-                 AND (SELECT 1 FROM jobs_job j WHERE j.state = 'queued' AND j.queue_name = ins.queue_name
-                      ORDER BY j.priority DESC, j.run_at, j.id LIMIT 1) IS NULL
+                 AND NOT jobs_queue_has_due(ins.queue_name)
             THEN pg_notify('jobs_queued', ins.queue_name) END
 FROM ins

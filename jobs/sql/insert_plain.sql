@@ -10,5 +10,4 @@ WITH ins AS (
 SELECT pg_notify('jobs_queued', ins.queue_name)
 FROM ins
 WHERE %(notify)s
-  AND (SELECT 1 FROM jobs_job j WHERE j.state = 'queued' AND j.queue_name = ins.queue_name
-       ORDER BY j.priority DESC, j.run_at, j.id LIMIT 1) IS NULL
+  AND NOT jobs_queue_has_due(ins.queue_name)

@@ -288,8 +288,7 @@ def _wake(cursor: Any, queues: set[str]) -> None:
         """
         SELECT pg_notify(%(channel)s, q.name)
         FROM unnest(%(queues)s::text[]) AS q(name)
-        WHERE (SELECT 1 FROM jobs_job j WHERE j.state = 'queued' AND j.queue_name = q.name
-               ORDER BY j.priority DESC, j.run_at, j.id LIMIT 1) IS NULL
+        WHERE NOT jobs_queue_has_due(q.name)
         """,
         {"channel": NOTIFY_CHANNEL, "queues": sorted(queues)},
     )
