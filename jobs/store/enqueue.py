@@ -14,6 +14,7 @@ from typing import Any
 from psycopg.copy import LibpqWriter
 from psycopg.generators import copy_end
 from psycopg.pq import TransactionStatus
+from psycopg.pq.abc import PGresult
 from psycopg.waiting import Ready, Wait
 
 from .statements import NOTIFY_CHANNEL, sql
@@ -336,7 +337,9 @@ def _copy_rows(
     """COPY rows into jobs_job's ``columns``; ``meanwhile`` (if any) is called once they have
     all been sent, while the server inserts the last of them."""
     statement = f"COPY jobs_job ({', '.join(columns)}) FROM STDIN"
-    writer = None if meanwhile is None else _MeanwhileWriter(cursor, meanwhile)
+    # The writer is given psycopg's own cursor (Django's wrapper passes attributes through
+    # but not their assignment: the COPY's result must land on the cursor psycopg reads).
+    writer = None if meanwhile is None else _MeanwhileWriter(getattr(cursor, "cursor", cursor), meanwhile)
     with cursor.copy(statement, writer=writer) as copy:
         write = copy.write_row
         for row in rows:
@@ -359,9 +362,10 @@ class _MeanwhileWriter(LibpqWriter):
         if exc is not None:
             super().finish(exc)
             return
-        self.connection.wait(self._end())
+        # As LibpqWriter.finish: the COPY's result is the cursor's (its rowcount).
+        self.cursor._results = [self.connection.wait(self._end())]
 
-    def _end(self) -> Generator[Wait, Ready | int, None]:
+    def _end(self) -> Generator[Wait, Ready | int, PGresult]:
         steps = copy_end(self.connection.pgconn, None)
         try:
             wait = next(steps)
@@ -369,8 +373,9 @@ class _MeanwhileWriter(LibpqWriter):
                 if wait == Wait.R:
                     self._meanwhile()  # once: later calls do nothing
                 wait = steps.send((yield wait))
-        except StopIteration:
-            return
+        except StopIteration as done:
+            result: PGresult = done.value
+            return result
 
 
 def _copy_values(job: NewJob) -> tuple[Any, ...]:

@@ -595,6 +595,16 @@ def test_meanwhile_runs_once_and_its_error_comes_after_the_rows(jobs: Any) -> No
     assert calls == [1]
 
 
+@pytest.mark.django_db
+def test_a_copy_ended_while_meanwhile_runs_leaves_its_row_count_on_the_cursor() -> None:
+    batch = [copy_job(i) for i in range(store.COPY_THRESHOLD)]
+    calls: list[int] = []
+    with connection.cursor() as cursor:
+        store.insert_jobs(cursor, batch, meanwhile=lambda: calls.append(1))
+        assert cursor.cursor.rowcount == len(batch)
+    assert calls == [1]
+
+
 @pytest.mark.django_db(transaction=True)
 def test_a_copy_that_fails_raises_its_own_error_whatever_meanwhile_did() -> None:
     batch = [copy_job(i) for i in range(store.COPY_THRESHOLD)]
