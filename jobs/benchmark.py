@@ -52,6 +52,11 @@ class Report:
 
 
 def _truncate() -> None:
+    """An empty table, analysed while empty, on the connection of the measure before: the
+    plans its prepared statements get next are made on statistics that say the table is
+    empty, the trap the enqueue's wake-up check once fell in (jobs_queue_has_due, migration
+    0014: every run after the first then measured 1,100 enqueues/s instead of 2,400). Each
+    run measures the same now, or shows the trap back."""
     with connection.cursor() as cursor:
         cursor.execute("TRUNCATE jobs_job")
         cursor.execute("VACUUM ANALYZE jobs_job")
@@ -70,17 +75,8 @@ def _worker_env(**extra: str) -> dict[str, str]:
     return env
 
 
-def _fresh_producer() -> None:
-    """An empty table, analysed while empty (_truncate), and the connection of the previous
-    measure kept: the plans its prepared statements get after the TRUNCATE are made on
-    statistics that say the table is empty, the trap the enqueue's wake-up check once fell
-    in (jobs_queue_has_due, migration 0014: every run after the first then measured 1,100
-    enqueues/s instead of 2,400). Each run measures the same now, or shows the trap back."""
-    _truncate()
-
-
 def measure_single_enqueue(count: int) -> float:
-    _fresh_producer()
+    _truncate()
     started = time.perf_counter()
     for _ in range(count):
         noop.enqueue()
@@ -88,7 +84,7 @@ def measure_single_enqueue(count: int) -> float:
 
 
 def measure_bulk_enqueue(count: int, batch: int) -> float:
-    _fresh_producer()
+    _truncate()
     calls: list[tuple[tuple[()], dict[str, object]]] = [((), {})] * batch
     started = time.perf_counter()
     for _ in range(count // batch):

@@ -337,9 +337,7 @@ def _copy_rows(
     """COPY rows into jobs_job's ``columns``; ``meanwhile`` (if any) is called once they have
     all been sent, while the server inserts the last of them."""
     statement = f"COPY jobs_job ({', '.join(columns)}) FROM STDIN"
-    # The writer is given psycopg's own cursor (Django's wrapper passes attributes through
-    # but not their assignment: the COPY's result must land on the cursor psycopg reads).
-    writer = None if meanwhile is None else _MeanwhileWriter(getattr(cursor, "cursor", cursor), meanwhile)
+    writer = None if meanwhile is None else _MeanwhileWriter(cursor, meanwhile)
     with cursor.copy(statement, writer=writer) as copy:
         write = copy.write_row
         for row in rows:
@@ -355,7 +353,9 @@ class _MeanwhileWriter(LibpqWriter):
     step by step, and ``meanwhile`` called at its first wait to read."""
 
     def __init__(self, cursor: Any, meanwhile: _Overlap) -> None:
-        super().__init__(cursor)
+        # psycopg's own cursor, also when given Django's wrapper (which passes attributes
+        # through but not their assignment): the COPY's result must land where psycopg reads.
+        super().__init__(getattr(cursor, "cursor", cursor))
         self._meanwhile = meanwhile
 
     def finish(self, exc: BaseException | None = None) -> None:
