@@ -286,6 +286,63 @@ def test_the_enqueue_wake_up_check_never_scans_the_table_whatever_the_statistics
     assert table_scans() == before
 
 
+def _analysed_while_all(state: str) -> Any:
+    # 20,000 rows analysed while all in ``state`` (a backlog of scheduled jobs, a busy
+    # fleet), then finished before autoanalyze comes by.
+    def statistics() -> None:
+        factories.insert_queued(20_000)
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "UPDATE jobs_job SET state = %s, run_at = now() + interval '1 hour', "
+                "lease_expires_at = now() + interval '1 hour', worker_id = gen_random_uuid()",
+                [state],
+            )
+            cursor.execute("ANALYZE jobs_job")
+            cursor.execute(
+                "UPDATE jobs_job SET state = 'succeeded', finished_at = now(), "
+                "lease_expires_at = NULL, worker_id = NULL"
+            )
+
+    return statistics
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    "statistics",
+    [
+        _drained_backlog,
+        _analysed_while_empty,
+        _analysed_while_all("running"),
+        _analysed_while_all("scheduled"),
+    ],
+    ids=["drained", "empty", "all-running", "all-scheduled"],
+)
+def test_the_housekeeping_reads_never_walk_the_table_whatever_the_statistics(statistics: Any) -> None:
+    # Every poll interval and every reaper tick of every worker: the due check, the reaper
+    # and the promoter each read a partial index's first entries, on a table of 20,000
+    # finished rows and 500 queued ones, after each statistics trap above.
+    def reads() -> tuple[int, int]:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT seq_scan, idx_tup_fetch FROM pg_stat_xact_user_tables WHERE relname = 'jobs_job'"
+            )
+            return cursor.fetchone()
+
+    statistics()
+    factories.insert_finished(2_000)
+    factories.insert_queued(500)
+    scans, fetched = reads()
+    # More than psycopg's threshold, so the prepared statements' plans are the ones kept.
+    for _ in range(8):
+        with connection.cursor() as cursor:
+            store.next_due(cursor)
+            store.reap(cursor, backoff_base=1.0, backoff_cap=10.0)
+            store.promote(cursor)
+    scans_after, fetched_after = reads()
+    assert scans_after == scans
+    assert fetched_after - fetched < 100
+
+
 @pytest.mark.django_db
 def test_the_fenced_writes_find_their_rows_by_primary_key_while_the_statistics_count_none_running() -> None:
     # A bulk enqueue analysed as all queued, then claimed: the statistics say no job runs.
