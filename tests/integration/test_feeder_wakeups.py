@@ -68,22 +68,21 @@ def test_a_new_connection_claims_at_once_then_waits_for_a_notify(feeder: Feeder)
     assert feeder.idle_until == 0.0 and feeder.announced is False
 
 
-def notify_before_a_statement(fed: Feeder, queue: str) -> None:
-    """A NOTIFY that psycopg reads with a statement's answer, before the feeder waits."""
-    wait_briefly(fed)
-    notify(queue)
-    time.sleep(0.05)
-    fed.db.run(lambda cursor: cursor.execute("SELECT 1"))
-
-
 def test_a_notify_read_with_a_statements_answer_is_not_lost(feeder: Feeder) -> None:
-    notify_before_a_statement(feeder, "default")
+    wait_briefly(feeder)
+    notify("default")
+    # psycopg reads it with this statement's answer, before the feeder waits again.
+    time.sleep(0.05)
+    feeder.db.run(lambda cursor: cursor.execute("SELECT 1"))
     assert feeder.announced is True
     assert wait_briefly(feeder) < 0.1
 
 
 def test_a_notify_for_another_queue_does_not_wake_it(feeder: Feeder) -> None:
-    notify_before_a_statement(feeder, "low")
+    wait_briefly(feeder)
+    notify("low")
+    time.sleep(0.05)
+    feeder.db.run(lambda cursor: cursor.execute("SELECT 1"))
     assert feeder.announced is False
 
 
