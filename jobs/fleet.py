@@ -2,7 +2,7 @@
 
 Each simulated host is one ``runworker`` in a process group (session) of its own, with its
 own host name in the registry (``JOBS_HOSTNAME``) and its own connections: ``executors``
-claiming (and listening) connections and the housekeeper's. For each host count the drill
+claiming connections, the housekeeper's and the listener's. For each host count the drill
 enqueues the same jobs, starts the hosts, optionally SIGKILLs one whole host (the process
 group: supervisor, housekeeper, executors) part-way and starts a replacement, and waits for
 the queue to drain. It reports the throughput, the CPU share of PostgreSQL's processes and

@@ -123,15 +123,6 @@ def refuse_unusable_database(database: str = "default") -> None:
                 raise DatabaseRefused(f"cannot use database {name!r}: {meaning} ({text})") from exc
 
 
-def executors_listen(listen: bool) -> bool:
-    """Whether each executor LISTENs on its own connection (a worker that listens, on the
-    database's own connections): a NOTIFY then reaches the claiming thread itself. With
-    ``JOBS_LISTEN_URL`` (a pooler in transaction mode in between, whose sessions cannot keep
-    a LISTEN) the housekeeper listens on that direct connection instead and wakes the
-    executors through their pipes."""
-    return listen and not jobs_settings().LISTEN_URL
-
-
 def listen_libpq() -> dict[str, Any]:
     """libpq parameters for a LISTEN connection: the server of ``JOBS_LISTEN_URL`` when set
     (a direct connection past a pooler in transaction mode, which cannot keep a LISTEN),

@@ -22,7 +22,7 @@ from django.db import connections
 from .. import observe, store
 from .attempt import Attempts
 from .config import WorkerConfig
-from .db import Connection, executors_listen
+from .db import Connection
 from .feeder import ASYNC, INLINE, THREADS, Feeder, Lane
 from .lanes import AsyncLane, Context, InlineLane, ThreadLane
 from .metrics import MetricsTable, Publisher
@@ -67,7 +67,6 @@ class Executor:
         if config.async_concurrency:
             lanes[ASYNC] = Lane(ASYNC, entries[max(1, threads) :])
         self.connected_before = False
-        self.listens = executors_listen(config.listen)
         self.db = Connection(
             config.database,
             name=f"jobs-executor-{index}",
@@ -88,8 +87,6 @@ class Executor:
         self.ctx = Context(index=index, attempts=self.attempts, feeder=self.feeder, slots=slots)
 
     def _on_connect(self, conn: Any) -> None:
-        if self.listens:
-            self.feeder.listen(conn)
         # A claim that committed while its reply was lost leaves rows under our token that
         # nobody runs: hand them back. What is in hand is ours to finish (the connection may
         # have been lost in the middle of writing an outcome). The first connection has

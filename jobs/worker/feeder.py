@@ -19,11 +19,6 @@ What it keeps, under one condition variable:
   written with the next write once ``WRITE_INTERVAL`` has passed since that job's last
   one; the attempt's last report goes with its outcome instead.
 
-It also hears the NOTIFYs of new jobs, on that same connection (LISTEN, when the worker
-listens and no ``JOBS_LISTEN_URL`` sends LISTEN elsewhere): one read with a statement's
-answer, or while it waits between claims, makes it claim at once, with no process between
-the enqueueing commit and the claim. Otherwise the housekeeper wakes it through its pipe.
-
 Rows an executor holds but has not started are never stuck behind a running handler: when
 a lane's handlers have run past the prefetch horizon while rows wait for that lane, or a
 task known to be slow starts with rows behind it, the waiting rows are released at once
@@ -183,14 +178,6 @@ class Feeder:
         os.set_blocking(self.poke_w, False)
         self.sleeping = False
         self.thread: threading.Thread | None = None
-        # Wake-ups on the executor's own connection (listen): a NOTIFY for one of the
-        # worker's queues, read with a statement's answer or while waiting, makes the next
-        # wait claim at once. A lost connection is made again from the wait, so that
-        # NOTIFYs do not go unheard until the next statement.
-        self.queue_names = frozenset(name for name, _ in config.queues)
-        self.listening = False
-        self.announced = False
-        self.reconnect_at = 0.0
 
     # --- called by lanes (any thread) --------------------------------------------------
 
@@ -792,70 +779,17 @@ class Feeder:
                 "shutdown" if self.stopping else "behind_running_handler",
             )
 
-    # --- wake-ups on the executor's connection -----------------------------------------------
-
-    def listen(self, conn: psycopg.Connection) -> None:
-        """LISTEN on a new connection of the executor's (its on_connect, when
-        db.executors_listen). NOTIFYs may have gone by unheard before: the next wait claims."""
-        conn.add_notify_handler(self._notified)
-        conn.execute(f"LISTEN {store.NOTIFY_CHANNEL}")
-        self.listening = True
-        self.announced = True
-
-    def _notified(self, notify: psycopg.Notify) -> None:
-        # psycopg's handler for NOTIFYs read with a statement's answer.
-        self._announce(notify.payload)
-
-    def _announce(self, queue: str) -> None:
-        if queue in self.queue_names:
-            self.announced = True
-
-    def _listening_socket(self, now: float) -> int | None:
-        """The connection's socket while the executor listens on it. A lost connection is
-        made again here (every RETRY_AFTER while the database is away)."""
-        if not self.listening or self.stopping:
-            return None
-        if self.db.conn is None and now >= self.reconnect_at:
-            try:
-                self.db.ensure(wait=False)
-            except psycopg.Error:
-                self.reconnect_at = now + RETRY_AFTER
-        return self.db.fileno()
-
-    def _read_notifications(self) -> None:
-        conn = self.db.conn
-        if conn is None:
-            return
-        try:
-            pgconn = conn.pgconn
-            pgconn.consume_input()
-            while (notify := pgconn.notifies()) is not None:
-                self._announce(notify.extra.decode("utf-8", "replace"))
-        except psycopg.Error as exc:
-            # Closed by the server or the network: made again by the next wait.
-            self.db.lost(exc)
-
     # --- waiting ---------------------------------------------------------------------------
 
     def _wait(self, now: float) -> None:
-        sock = self._listening_socket(now)
         with self.cv:
-            if self.announced:
-                # A NOTIFY came with a statement's answer, or the connection is new.
-                self.announced = False
-                self.idle_until = 0.0
-                return
             timeout = self._next_deadline_locked(now)
             if timeout <= 0:
                 return
-            if self.listening and sock is None and not self.stopping:
-                timeout = min(timeout, max(self.reconnect_at - now, 0.0))
             self.sleeping = True
         fds = [self.poke_r]
         if self.wake_fd is not None:
             fds.append(self.wake_fd)
-        if sock is not None:
-            fds.append(sock)
         try:
             readable, _, _ = select.select(fds, [], [], timeout)
         finally:
@@ -863,17 +797,12 @@ class Feeder:
                 self.sleeping = False
         if self.poke_r in readable:
             os.read(self.poke_r, 4096)
-        if sock is not None and sock in readable:
-            self._read_notifications()
         if self.wake_fd is not None and self.wake_fd in readable:
             data = os.read(self.wake_fd, 4096)
             if any(byte in (signal.SIGTERM, signal.SIGINT) for byte in data):
                 self.stop()
-            # A job was announced (or a signal arrived): look again now.
-            self.announced = True
-        if self.announced:
             with self.cv:
-                self.announced = False
+                # A job was announced (or a signal arrived): look again now.
                 self.idle_until = 0.0
 
     def _next_deadline_locked(self, now: float) -> float:

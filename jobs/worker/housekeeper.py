@@ -6,9 +6,8 @@ progress).
 
 What it does, each on the database's clock:
 
-* **listens** for the executors when ``JOBS_LISTEN_URL`` sends LISTEN past a pooler (one
-  connection per worker, always drained, never behind a handler) and wakes them through
-  their wake pipes; otherwise each executor listens on its own connection (feeder.py);
+* **listens** (one LISTEN connection per worker, always drained, never behind a handler)
+  and wakes the executors through their wake pipes;
 * **heartbeats**: extends the lease of exactly the jobs the executors run (their slot
   entries), every third of the shortest lease in hand (a claimed job's lease is short
   until it starts: store.UNSTARTED_LEASE); rows another transaction has locked are
@@ -48,7 +47,7 @@ from ..store import workflows as workflow_store
 from . import registry
 from .attempt import policy_from_row
 from .config import WorkerConfig
-from .db import Connection, executors_listen, is_conflict, is_connection_lost, listen_libpq
+from .db import Connection, is_conflict, is_connection_lost, listen_libpq
 from .executor import die_with_parent, name_process
 from .metrics import MetricsTable, Publisher, WorkerCollector, serve
 from .slots import SlotTable
@@ -141,7 +140,7 @@ class Housekeeper:
     def __post_init__(self) -> None:
         self.db = Connection(self.config.database, name="jobs-housekeeper", libpq=FAIL_FAST_LIBPQ)
         self.listener: Connection | None = None
-        if self.config.listen and not executors_listen(self.config.listen):
+        if self.config.listen:
             self.listener = Connection(
                 self.config.database,
                 name="jobs-listener",
