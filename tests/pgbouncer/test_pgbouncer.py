@@ -18,7 +18,7 @@ from django.db import connection
 
 from jobs.models import Job
 from tests.conftest import manage, side_effect_counts, subprocess_env
-from tests.process.resilience_support import all_in_state, job, running_worker, wait_until
+from tests.process.resilience_support import all_in_state, job, running_worker, start_marked, wait_until
 from tests.process.test_scheduler import assert_one_job_per_slot_without_gaps, every_second, slots_by_schedule
 from tests.servers import PgBouncer
 
@@ -100,6 +100,7 @@ def test_a_sigkilled_worker_behind_pgbouncer_loses_nothing(tmp_path: Path, poole
     hanging = resilience.hang_on_first_attempt.enqueue("hanging").id
     with running_worker(tmp_path, "--concurrency", "1", name="killed", **pooled) as killed:
         wait_until(lambda: side_effect_counts().get("hanging:start"))
+        wait_until(lambda: start_marked(hanging), message="the start mark through the pooler")
         killed.stop()
     with running_worker(tmp_path, "--concurrency", "1", name="survivor", **pooled):
         # The survivor's reaper takes the lease back and runs the job's second attempt.

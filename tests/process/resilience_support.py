@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from django.db import connection
+from django.db.models import F
 
 from jobs.models import Job
 from tests.conftest import manage, subprocess_env
@@ -134,6 +135,13 @@ def is_alive(pid: int) -> bool:
 
 def job(job_id: Any) -> Job:
     return Job.objects.get(id=job_id)
+
+
+def start_marked(job_id: Any) -> bool:
+    """The running attempt's start is written. A worker killed before that (within about
+    the feeder's FLUSH_AFTER of the start) has its job given back unstarted, the attempt
+    refunded; a test that kills a worker mid-job to see the attempt used waits for this."""
+    return Job.objects.filter(id=job_id, state="running", started_attempt=F("attempt")).exists()
 
 
 def states(ids: list[Any]) -> dict[str, int]:

@@ -22,6 +22,7 @@ from tests.process.resilience_support import (
     is_alive,
     job,
     running_worker,
+    start_marked,
     wait_until,
 )
 from tests.tasks import basic, resilience
@@ -33,6 +34,7 @@ def test_sigkilled_worker_job_completes_on_another_worker_after_lease(tmp_path: 
     with running_worker(tmp_path, "--concurrency", "1", name="doomed") as doomed:
         victim = resilience.hang_on_first_attempt.enqueue("victim").id
         wait_until(lambda: side_effect_counts().get("victim:start"), message="victim to start")
+        wait_until(lambda: start_marked(victim), message="the victim's start mark")
         others = [r.id for r in basic.record.enqueue_many([((f"other-{i}",), {}) for i in range(5)])]
         executors = [*doomed.executor_pids(), doomed.housekeeper_pid()]
         assert len(executors) == 2 and None not in executors

@@ -14,7 +14,7 @@ from jobs.models import Job
 from jobs.models import Worker as WorkerRow
 from jobs.workflows import Workflow, chain, group, step
 from tests.conftest import side_effect_counts
-from tests.process.resilience_support import running_worker, wait_until
+from tests.process.resilience_support import running_worker, start_marked, wait_until
 from tests.tasks import workflows as t
 
 pytestmark = [pytest.mark.process, pytest.mark.usefixtures("side_effects")]
@@ -35,6 +35,7 @@ def test_a_worker_killed_mid_chain_and_the_workflow_completes_exactly_once(tmp_p
         workflow = flow.enqueue(name="pipeline")
         wait_until(lambda: side_effect_counts().get("h:start"), message="the hanging step to start")
         hanging = Job.objects.get(task_path__endswith=".hang_first")
+        wait_until(lambda: start_marked(hanging.id), message="the hanging step's start mark")
         holder = WorkerRow.objects.get(slot_tokens__contains=[hanging.worker_id])
         doomed, survivor = (a, b) if holder.pid == a.pid else (b, a)
         os.killpg(doomed.pid, signal.SIGKILL)
