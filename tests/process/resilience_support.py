@@ -20,6 +20,7 @@ from django.db import connection
 from django.db.models import F
 
 from jobs.models import Job
+from jobs.states import State
 from tests.conftest import manage, subprocess_env
 
 # Settings that keep process tests short: quick polls, an eager reaper, short backoffs.
@@ -141,7 +142,7 @@ def start_marked(job_id: Any) -> bool:
     """The running attempt's start is written. A worker killed before that (within about
     the feeder's FLUSH_AFTER of the start) has its job given back unstarted, the attempt
     refunded; a test that kills a worker mid-job to see the attempt used waits for this."""
-    return Job.objects.filter(id=job_id, state="running", started_attempt=F("attempt")).exists()
+    return Job.objects.filter(id=job_id, state=State.RUNNING, started_attempt=F("attempt")).exists()
 
 
 def states(ids: list[Any]) -> dict[str, int]:

@@ -16,7 +16,7 @@ from django.db import connection, transaction
 from jobs.models import Job
 from jobs.states import State
 from tests.conftest import side_effect_counts
-from tests.process.resilience_support import job, running_worker, wait_until
+from tests.process.resilience_support import job, running_worker, start_marked, wait_until
 from tests.tasks import basic, hostile, resilience
 
 pytestmark = [pytest.mark.process, pytest.mark.usefixtures("side_effects")]
@@ -45,7 +45,7 @@ def test_kill_9_of_a_worker_gives_its_unstarted_jobs_back_unused(tmp_path: Path)
         slow, behind = _slow_job_with_a_batch_behind_it(tmp_path)
         # Its start is written within about 10 ms of it (the feeder's FLUSH_AFTER); killed
         # before that, it would come back unused, as a job that never began.
-        wait_until(lambda: job(slow).started_attempt == 1, timeout=5, message="the slow job's start mark")
+        wait_until(lambda: start_marked(slow), timeout=5, message="the slow job's start mark")
         os.killpg(doomed.pid, signal.SIGKILL)
         doomed.wait()
     with running_worker(tmp_path, "--concurrency", "2", name="rescuer", JOBS_LEASE_SECONDS="2"):

@@ -27,7 +27,7 @@ from jobs.states import State
 from tests import factories
 from tests.conftest import ROOT, subprocess_env
 from tests.mail import free_port
-from tests.process.resilience_support import running_worker, wait_until
+from tests.process.resilience_support import running_worker, start_marked, wait_until
 from tests.servers import OtlpReceiver
 from tests.tasks import basic, observed
 
@@ -101,11 +101,7 @@ def test_worker_metrics_count_what_ran_and_its_json_logs_follow_the_trace(tmp_pa
     port = free_port()
     env = {"LOG_FORMAT": "json", "EMAIL_URL": smtp_sink.url, "SITE_URL": "http://testserver"}
     with running_worker(tmp_path, "--concurrency", "2", "--metrics-port", str(port), **env) as worker:
-        wait_until(
-            lambda: Job.objects.filter(id=napping.id, state=State.RUNNING, started_attempt=1).exists(),
-            timeout=20,
-            message="the nap to start",
-        )
+        wait_until(lambda: start_marked(napping.id), timeout=20, message="the nap to start")
         store.cancel(napping.id)
 
         def all_finished() -> bool:
