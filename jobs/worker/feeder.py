@@ -814,12 +814,18 @@ class Feeder:
                 min(self.progress_written.get(key, 0.0) for key in self.progress) + WRITE_INTERVAL
             )
         busy = False
+        handed = False
         for lane in self.lanes.values():
             if lane.held and lane.has_room:
                 # (A busy lane pokes this thread when its slot frees.)
                 deadlines.append(lane.held[0][0])
             if lane.queued:
                 deadlines.append(lane.start_by)
+            if lane.waiting and not lane.running:
+                # Handed to an idle lane that is about to start them (a take does not wake
+                # this thread): look again in time to mark the first start.
+                handed = True
+                deadlines.append(now + FLUSH_AFTER)
             for row, at in lane.running.values():
                 busy = True
                 if (row.id, row.attempt) not in self.marked:
@@ -832,8 +838,9 @@ class Feeder:
             if now >= self.idle_until:
                 # Room may open as handlers finish: they poke us then. While they run, the
                 # budget is looked at again within the horizon (none: nothing is claimed
-                # ahead, and only their pokes matter).
-                if not busy:
+                # ahead, and only their pokes matter). Rows just handed over are not room:
+                # looking again at once would spin, holding the GIL their lane needs.
+                if not busy and not handed:
                     deadlines.append(now)
                 elif self.horizon > 0:
                     deadlines.append(now + self.horizon)

@@ -15,7 +15,7 @@ import pytest
 from jobs import limits
 from jobs.models import LimitState
 from jobs.worker.db import Connection
-from jobs.worker.feeder import RECHECK_AFTER, Feeder, Lane
+from jobs.worker.feeder import FLUSH_AFTER, RECHECK_AFTER, Feeder, Lane
 from tests import factories
 from tests.tasks import basic, limited
 
@@ -115,6 +115,29 @@ def test_no_prefetch_horizon_still_claims_one_job_for_an_idle_handler(measured: 
         feeder.marked.add((row.id, row.attempt))
         with feeder.cv:
             assert feeder._next_deadline_locked(time.monotonic()) > 0
+        feeder.close()
+    finally:
+        db.drop()
+
+
+def test_rows_handed_to_an_idle_lane_do_not_keep_the_feeder_turning() -> None:
+    # A claim that came back full leaves rows waiting for a lane that has not taken them yet:
+    # nothing runs, and there is no room to claim into. Looking again at once, over and over,
+    # would hold the GIL the lane needs to start them (its first job waited a whole switch
+    # interval). The feeder looks again in time to mark the start instead.
+    basic.add.enqueue(1, 2)
+    db = Connection("default", name="test-feeder-claims")
+    try:
+        lane = Lane("inline", entries=[0])
+        feeder = CountedFeeder(factories.worker_config(), token=uuid.uuid4(), db=db, lanes={"inline": lane})
+        # The task's time is unknown: one job per claim, and the claim comes back full.
+        assert feeder._claim_if_room(time.monotonic()) is True
+        assert len(lane.waiting) == 1 and not lane.running
+        now = time.monotonic()
+        assert feeder._claim_if_room(now) is False
+        assert feeder.claims == 1
+        with feeder.cv:
+            assert 0 < feeder._next_deadline_locked(now) == pytest.approx(FLUSH_AFTER)
         feeder.close()
     finally:
         db.drop()
