@@ -9,7 +9,7 @@ from datetime import datetime
 from functools import cache
 from typing import Any, NamedTuple
 
-from .statements import sql
+from .statements import execute, sql
 
 # A lease is taken back once it has been expired this long (seconds): a heartbeat that
 # had to retry past a row lock lands first.
@@ -83,6 +83,7 @@ def claim(
     default_timeout: float | None = None,
     unstarted_lease: float = UNSTARTED_LEASE,
     limits: bool = True,
+    prepare: bool = False,
 ) -> list[Claimed]:
     """Claim up to ``limit`` due jobs, at most ``quotas[i]`` from ``queues[i]`` (default:
     ``limit`` each, so earlier queues fill the batch first). Jobs without their own lease or
@@ -92,8 +93,11 @@ def claim(
     ``limits=False``: the caller believes no limit is declared, and the statement without
     the limits' planning claims (sql/claim_plain.sql). If one is, its jobs are left queued
     and the last row returned has the decision LIMITS_DECLARED and nothing else: claim
-    again with ``limits=True``."""
-    cursor.execute(
+    again with ``limits=True``.
+
+    ``prepare``: a psycopg cursor, prepared from the first claim on (see execute)."""
+    execute(
+        cursor,
         sql("claim" if limits else "claim_plain"),
         {
             "queues": list(queues),
@@ -105,6 +109,7 @@ def claim(
             "default_timeout": default_timeout,
             "unstarted_lease": unstarted_lease,
         },
+        prepare=prepare,
     )
     return [Claimed._make(row) for row in cursor.fetchall()]
 
@@ -129,6 +134,7 @@ def record_outcomes(
     now: datetime | None = None,
     progress: Sequence[dict[str, Any]] = (),
     lease_seconds: float = 300.0,
+    prepare: bool = False,
 ) -> set[uuid.UUID]:
     """Apply attempt outcomes (see sql/record_outcomes.sql) and mark the ``started``
     (id, attempt) pairs as begun, their leases extended to full length (their own, else
@@ -137,14 +143,16 @@ def record_outcomes(
     Each outcome is a dict with ``id`` and ``attempt`` (the fence) and ``state`` plus, as
     needed, ``result``, ``delay``, ``refund``, ``error`` and ``progress`` (the attempt's
     last report). ``progress`` holds interim reports of running attempts (``id``,
-    ``attempt``, ``progress``), written first, fenced the same way.
+    ``attempt``, ``progress``), written first, fenced the same way. ``prepare``: as for
+    claim.
     """
     if progress:
         record_progress(cursor, worker=worker, reports=progress, now=now)
     if not outcomes and not started:
         return set()
     outcomes = [{**o, "error": _storable_error(o["error"])} if o.get("error") else o for o in outcomes]
-    cursor.execute(
+    execute(
+        cursor,
         sql("record_outcomes"),
         {
             "worker": worker,
@@ -153,6 +161,7 @@ def record_outcomes(
             "now": now,
             "lease_seconds": lease_seconds,
         },
+        prepare=prepare,
     )
     return {row[0] for row in cursor.fetchall()}
 

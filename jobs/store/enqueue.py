@@ -17,7 +17,7 @@ from psycopg.pq import TransactionStatus
 from psycopg.pq.abc import PGresult
 from psycopg.waiting import Ready, Wait
 
-from .statements import NOTIFY_CHANNEL, sql
+from .statements import NOTIFY_CHANNEL, execute, sql
 
 # Marks running dedupe holders lapsed on a connection of its own: (ids, now) -> None.
 Lapse = Callable[[list[uuid.UUID], datetime | None], None]
@@ -187,10 +187,7 @@ def _insert_many(
             params["non_retryable"] = [" ".join(job.non_retryable) for _, job in pending]
         params["notify"] = notify
         params["now"] = now
-        if prepare:
-            cursor.execute(statement, params, prepare=True)
-        else:
-            cursor.execute(statement, params)
+        execute(cursor, statement, params, prepare=prepare)
         inserted = {row[0] for row in cursor.fetchall()}
         conflicted = []
         for index, job in pending:
@@ -224,10 +221,7 @@ def _insert_one(cursor: Any, job: NewJob, *, notify: bool, now: datetime | None,
         params["non_retryable"] = list(job.non_retryable)
         params["now"] = now
     params["notify"] = notify
-    if prepare:
-        cursor.execute(statement, params, prepare=True)
-    else:
-        cursor.execute(statement, params)
+    execute(cursor, statement, params, prepare=prepare)
 
 
 # Batches of keyless rows at least this large go through COPY.

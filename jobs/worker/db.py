@@ -83,8 +83,9 @@ def connect(database: str = "default", *, application_name: str = "jobs", **libp
     params.update(db.get("OPTIONS", {}))
     params.update(libpq)
     params = {k: v for k, v in params.items() if v is not None and k not in DJANGO_ONLY_OPTIONS}
-    # The claim and outcome statements repeat all day: psycopg prepares them after a few
-    # runs, unless a pooler in transaction mode cannot track prepared statements.
+    # The claim and outcome statements repeat all day: the feeder has them prepared from
+    # their first run (prepare=True), and psycopg prepares any other after a few runs,
+    # unless a pooler in transaction mode cannot track prepared statements.
     prepare_threshold = 5 if jobs_settings().PREPARED_STATEMENTS else None
     conn = psycopg.connect(autocommit=True, prepare_threshold=prepare_threshold, **params)
     set_json_loads(_loads, conn)

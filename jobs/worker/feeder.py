@@ -470,6 +470,7 @@ class Feeder:
                 started=marks,
                 progress=progress,
                 lease_seconds=self.config.lease_seconds,
+                prepare=True,
             )
 
         try:
@@ -598,6 +599,7 @@ class Feeder:
             queues=self.shares.names,
             lease_seconds=self.config.lease_seconds,
             default_timeout=self.config.default_timeout or None,
+            prepare=True,
         )
         rows = claim(quotas=quotas, limit=limit, limits=self.limits)
         if rows and rows[-1].decision == store.LIMITS_DECLARED:

@@ -11,6 +11,7 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
+from django.test import override_settings
 
 from jobs import limits
 from jobs.models import LimitState
@@ -141,3 +142,31 @@ def test_rows_handed_to_an_idle_lane_do_not_keep_the_feeder_turning() -> None:
         feeder.close()
     finally:
         db.drop()
+
+
+@pytest.mark.parametrize(
+    ("prepared", "statements"), [(True, 2), (False, 0)], ids=["prepared", "not-prepared"]
+)
+def test_the_claim_and_the_outcome_are_prepared_from_their_first_run(prepared: bool, statements: int) -> None:
+    # An executor's first pickups are not planned from scratch each (psycopg would prepare
+    # them only from their fifth run), unless JOBS_PREPARED_STATEMENTS=false (a pooler in
+    # transaction mode that cannot keep them).
+    job = basic.add.enqueue(1, 2)
+    with override_settings(JOBS={"PREPARED_STATEMENTS": prepared}):
+        db = Connection("default", name="test-feeder-claims")
+        try:
+            feeder, lane = feeder_with_room(db, entries=1)
+            assert feeder._claim_if_room(time.monotonic()) is True
+            [row] = lane.waiting
+            outcome = {"id": row.id, "attempt": row.attempt, "state": "succeeded", "result": 3}
+            assert feeder._record([outcome], [(row.id, row.attempt)]) == {row.id}
+            cursor = db.ensure()
+            cursor.execute(
+                "SELECT count(*) FROM pg_prepared_statements"
+                " WHERE statement LIKE '%UPDATE jobs_job%' AND NOT from_sql"
+            )
+            assert cursor.fetchone()[0] == statements
+            feeder.close()
+        finally:
+            db.drop()
+    assert basic.add.get_result(job.id).status == "SUCCESSFUL"
