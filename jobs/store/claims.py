@@ -95,7 +95,8 @@ def claim(
     and the last row returned has the decision LIMITS_DECLARED and nothing else: claim
     again with ``limits=True``.
 
-    ``prepare``: a psycopg cursor, prepared from the first claim on (see execute)."""
+    ``prepare`` (a psycopg cursor only): the statement is prepared from its first run,
+    not from psycopg's threshold on (statements.execute)."""
     execute(
         cursor,
         sql("claim" if limits else "claim_plain"),
