@@ -11,6 +11,7 @@ import logging
 import random
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 import psycopg
@@ -112,16 +113,44 @@ class DatabaseRefused(Exception):
 
 def refuse_unusable_database(database: str = "default") -> None:
     """Connect once: raise DatabaseRefused (with what to fix) if the server refuses the
-    configured database, role or password. A server that does not answer yet (starting,
-    restarting, unreachable for a moment) is left to the reconnect loops."""
+    configured database, role or password, or if the database lacks the queue's latest
+    migration (every claim would fail on a missing table or column, for ever). A server that
+    does not answer yet (starting, restarting, unreachable for a moment) is left to the
+    reconnect loops."""
+    name = settings.DATABASES[database].get("NAME")
     try:
-        connect(database, application_name="jobs-check").close()
+        conn = connect(database, application_name="jobs-check")
     except psycopg.OperationalError as exc:
         text = str(exc).strip()
         for marker, meaning in _REFUSED:
             if marker in text:
-                name = settings.DATABASES[database].get("NAME")
-                raise DatabaseRefused(f"cannot use database {name!r}: {meaning} ({text})") from exc
+                raise DatabaseRefused(
+                    f"cannot use database {name!r}: {meaning} ({text}). Check DATABASE_URL"
+                ) from exc
+        return
+    with conn:
+        missing = _missing_migration(conn)
+    if missing:
+        raise DatabaseRefused(
+            f"cannot use database {name!r}: the queue's migration {missing} is not applied there. "
+            "Run `manage.py migrate` (or check DATABASE_URL)"
+        )
+
+
+def _missing_migration(conn: psycopg.Connection) -> str | None:
+    """The latest migration of the jobs app if the database has not applied it, else None.
+    Read from the file names, not Django's migration loader: no import of every migration
+    module at the start of every worker."""
+    latest = max(path.stem for path in _MIGRATIONS.glob("[0-9][0-9][0-9][0-9]_*.py"))
+    if conn.execute("SELECT to_regclass('django_migrations') IS NULL").fetchone() == (True,):
+        return latest
+    applied = conn.execute(
+        "SELECT 1 FROM django_migrations WHERE app = 'jobs' AND name = %s", (latest,)
+    ).fetchone()
+    return None if applied else latest
+
+
+_MIGRATIONS = Path(__file__).resolve().parent.parent / "migrations"
 
 
 def listen_libpq() -> dict[str, Any]:

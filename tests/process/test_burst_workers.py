@@ -196,6 +196,35 @@ def test_a_database_that_refuses_the_connection_is_a_clear_error_at_once(
     assert "worker_started" not in output
 
 
+@pytest.fixture
+def unmigrated_database():
+    """A database that exists and takes the connection, without the queue's tables."""
+    name = "jobs_test_unmigrated"
+    with connect("default", dbname="postgres") as admin:
+        admin.execute(f"DROP DATABASE IF EXISTS {name}")
+        admin.execute(f"CREATE DATABASE {name}")
+    try:
+        yield f"postgres://postgres@127.0.0.1:5432/{name}"
+    finally:
+        with connect("default", dbname="postgres") as admin:
+            admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+@pytest.mark.parametrize("command", [["runworker", "--burst"], ["runscheduler", "--once"]])
+def test_a_database_without_the_queues_migrations_is_a_clear_error_at_once(
+    command: list[str], unmigrated_database: str
+) -> None:
+    # Every claim would fail on the missing table, logged and retried until killed: the
+    # command names the migration it needs and exits with EX_CONFIG instead.
+    env = subprocess_env(DATABASE_URL=unmigrated_database)
+    proc = manage(*command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    output, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 78, output
+    latest = max(path.stem for path in (ROOT / "jobs" / "migrations").glob("0*.py"))
+    assert f"migration {latest} is not applied" in output and "manage.py migrate" in output, output
+    assert "worker_started" not in output and "claim_failed" not in output
+
+
 def test_loading_the_project_imports_no_cron_parser() -> None:
     # croniter runs `file` on the interpreter when imported: a subprocess and about 16 ms at
     # the start of every worker and web process. Only reading a cron expression loads it.

@@ -38,5 +38,5 @@ class Command(BaseCommand):
         try:
             refuse_unusable_database()
         except DatabaseRefused as exc:
-            raise CommandError(f"{exc}. Check DATABASE_URL.", returncode=EX_CONFIG) from exc
+            raise CommandError(f"{exc}.", returncode=EX_CONFIG) from exc
         raise SystemExit(Scheduler(config).run(once=options["once"]))

@@ -136,7 +136,7 @@ class Command(BaseCommand):
         try:
             refuse_unusable_database()
         except DatabaseRefused as exc:
-            raise CommandError(f"{exc}. Check DATABASE_URL.", returncode=EX_CONFIG) from exc
+            raise CommandError(f"{exc}.", returncode=EX_CONFIG) from exc
 
         if options["reload"] and not is_reloaded_child():
             raise SystemExit(run_with_reload(root=Path(getattr(settings, "BASE_DIR", Path.cwd()))))
