@@ -17,6 +17,9 @@ import sys
 
 
 def main() -> None:
+    from config.startup import pause_collector
+
+    pause_collector()
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "config.settings")
     from django.core.management import execute_from_command_line
 

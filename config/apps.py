@@ -9,6 +9,8 @@ from django.contrib.admin.apps import SimpleAdminConfig
 from django.contrib.admin.checks import check_admin_app, check_dependencies
 from django.core import checks
 
+from config.startup import resume_collector
+
 
 class AdminConfig(SimpleAdminConfig):
     """Django's admin, with its modules discovered where the admin is used instead of at
@@ -17,6 +19,9 @@ class AdminConfig(SimpleAdminConfig):
     console's and the forms they pull in (a third of a worker's start-up)."""
 
     def ready(self) -> None:
+        # The first app's ready(): every model is loaded, start-up's garbage collector
+        # pause (manage.py, config/wsgi.py) can end.
+        resume_collector()
         checks.register(check_dependencies, checks.Tags.admin)
         checks.register(_check_admin_app, checks.Tags.admin)
 
