@@ -158,7 +158,7 @@ class Supervisor:
             readable, _, _ = select.select([wake_r, *self._ack_fds()], [], [], TICK)
             if wake_r in readable:
                 os.read(wake_r, 4096)
-        self._stop_housekeeper()
+        self._stop_housekeeper(wake_r)
         logger.info("event=worker_stopped worker=%s", self.id)
         return 0
 
@@ -482,7 +482,7 @@ class Supervisor:
         elif now - self.housekeeper_started > HEALTHY_AFTER:
             self.housekeeper_deaths = 0
 
-    def _stop_housekeeper(self) -> None:
+    def _stop_housekeeper(self, wake_r: int) -> None:
         self._send(b"stop\n")
         deadline = time.monotonic() + SETTLE_AT_EXIT
         while self.housekeeper_pid is not None and time.monotonic() < deadline:
@@ -498,7 +498,10 @@ class Supervisor:
                     continue
                 self.housekeeper_pid = None
                 break
-            time.sleep(TICK)
+            # Its SIGCHLD wakes this at once (the signal's wake-up pipe), not the next tick:
+            # a burst worker exits as soon as its housekeeper does.
+            if select.select([wake_r], [], [], TICK)[0]:
+                os.read(wake_r, 4096)
         self._read_acks()
         if self.housekeeper_pid is not None:
             _signal(self.housekeeper_pid, signal.SIGKILL)
