@@ -137,20 +137,21 @@ def refuse_unusable_database(database: str = "default") -> None:
         )
 
 
+_MIGRATIONS = Path(__file__).resolve().parent.parent / "migrations"
+
+
 def _missing_migration(conn: psycopg.Connection) -> str | None:
     """The latest migration of the jobs app if the database has not applied it, else None.
     Read from the file names, not Django's migration loader: no import of every migration
     module at the start of every worker."""
     latest = max(path.stem for path in _MIGRATIONS.glob("[0-9][0-9][0-9][0-9]_*.py"))
-    if conn.execute("SELECT to_regclass('django_migrations') IS NULL").fetchone() == (True,):
+    try:
+        applied = conn.execute(
+            "SELECT 1 FROM django_migrations WHERE app = 'jobs' AND name = %s", (latest,)
+        ).fetchone()
+    except psycopg.errors.UndefinedTable:  # never migrated at all
         return latest
-    applied = conn.execute(
-        "SELECT 1 FROM django_migrations WHERE app = 'jobs' AND name = %s", (latest,)
-    ).fetchone()
     return None if applied else latest
-
-
-_MIGRATIONS = Path(__file__).resolve().parent.parent / "migrations"
 
 
 def listen_libpq() -> dict[str, Any]:

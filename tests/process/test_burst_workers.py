@@ -200,11 +200,12 @@ def test_a_database_that_refuses_the_connection_is_a_clear_error_at_once(
 def unmigrated_database():
     """A database that exists and takes the connection, without the queue's tables."""
     name = "jobs_test_unmigrated"
+    server = subprocess_env()["DATABASE_URL"].rsplit("/", 1)[0]
     with connect("default", dbname="postgres") as admin:
         admin.execute(f"DROP DATABASE IF EXISTS {name}")
         admin.execute(f"CREATE DATABASE {name}")
     try:
-        yield f"postgres://postgres@127.0.0.1:5432/{name}"
+        yield f"{server}/{name}"
     finally:
         with connect("default", dbname="postgres") as admin:
             admin.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
