@@ -53,6 +53,6 @@ WITH ins AS (
     SELECT pg_notify('jobs_queued', d.queue_name)
     FROM (SELECT DISTINCT queue_name FROM ins WHERE %(notify)s AND state = 'queued') AS d
     -- (The wake-up check of insert_one.sql.)
-    WHERE NOT jobs_queue_has_due(d.queue_name)
+    WHERE NOT (%(checked)s AND jobs_queue_has_due(d.queue_name))
 )
 SELECT ins.id FROM ins, (SELECT count(*) FROM woken) AS w

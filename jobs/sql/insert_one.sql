@@ -1,15 +1,20 @@
 -- Insert one job without a dedupe key: the common call, kept as cheap as it can be (no
 -- ON CONFLICT, nothing returned but the wake-up).
 --
--- Workers are woken only when the job's queue had no due job before it: with due jobs
--- waiting, every worker of the queue is busy or about to claim again (it claims while
--- claims return jobs), and a NOTIFY would only add work to this commit and wake listeners
--- for nothing. The check, jobs_queue_has_due (migration 0014), reads the queue as it was
--- before this statement (the row the INSERT adds is not visible to it) and walks
--- jobs_job_claimable for one entry whatever the statistics say. Planned here, it became a
--- scan of the whole table on one analysed while empty (just after a TRUNCATE, or a VACUUM
--- that emptied it), kept by the prepared statement until the next ANALYZE; a plain NOT
--- EXISTS, while the statistics still counted a drained backlog as queued.
+-- Outside a transaction (checked: true), workers are woken only when the job's queue had no
+-- due job before it: with due jobs waiting, every worker of the queue is busy or about to
+-- claim again (it claims while claims return jobs), and a NOTIFY would only add work to this
+-- commit and wake listeners for nothing. Inside the caller's transaction the check would be
+-- stale by its commit, which can come long after (the due job it saw claimed and finished,
+-- the workers asleep until their poll): there the wake-up is always sent, once per queue and
+-- transaction (PostgreSQL folds equal notifications of one transaction).
+--
+-- The check, jobs_queue_has_due (migration 0014), reads the queue as it was before this
+-- statement (the row the INSERT adds is not visible to it) and walks jobs_job_claimable for
+-- one entry whatever the statistics say. Planned here, it became a scan of the whole table
+-- on one analysed while empty (just after a TRUNCATE, or a VACUUM that emptied it), kept by
+-- the prepared statement until the next ANALYZE; a plain NOT EXISTS, while the statistics
+-- still counted a drained backlog as queued.
 WITH ins AS (
     INSERT INTO jobs_job (id, task_path, queue_name, priority, state, args, kwargs, run_at,
                           max_attempts, timeout, lease_seconds, backoff_base, backoff_cap,
@@ -29,4 +34,4 @@ WITH ins AS (
 SELECT pg_notify('jobs_queued', ins.queue_name)
 FROM ins
 WHERE %(notify)s AND ins.state = 'queued'
-  AND NOT jobs_queue_has_due(ins.queue_name)
+  AND NOT (%(checked)s AND jobs_queue_has_due(ins.queue_name))

@@ -23,6 +23,6 @@ WITH ins AS (
 )
 SELECT ins.id,
        CASE WHEN %(notify)s AND ins.state = 'queued'
-                 AND NOT jobs_queue_has_due(ins.queue_name)
+                 AND NOT (%(checked)s AND jobs_queue_has_due(ins.queue_name))
             THEN pg_notify('jobs_queued', ins.queue_name) END
 FROM ins

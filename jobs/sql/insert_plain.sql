@@ -10,4 +10,4 @@ WITH ins AS (
 SELECT pg_notify('jobs_queued', ins.queue_name)
 FROM ins
 WHERE %(notify)s
-  AND NOT jobs_queue_has_due(ins.queue_name)
+  AND NOT (%(checked)s AND jobs_queue_has_due(ins.queue_name))

@@ -95,15 +95,25 @@ def insert_jobs(
     waiting), else after the rows are inserted. Whatever it raises is raised once the
     statement has ended, as it would be had it been called after.
     """
+    # One job alone outside any transaction is one statement that commits at once: its
+    # wake-up check (insert_one.sql) still holds at the commit; anywhere else it would not.
+    checked = len(jobs) == 1 and _outside_transaction(cursor.connection)
     with _Overlap(meanwhile) as overlap:
         if len(jobs) == 1 and jobs[0].dedupe_key is None and jobs[0].limit_name is None:
             # The common call: one job, nothing to deduplicate.
-            _insert_one(cursor, jobs[0], notify=notify, now=now, prepare=prepare)
+            _insert_one(cursor, jobs[0], notify=notify, checked=checked, now=now, prepare=prepare)
             return [(jobs[0].id, True)]
         # A keyed job alone is one statement, and on a conflict look-ups that stand on their own.
         with _one_transaction(cursor) if len(jobs) > 1 else nullcontext():
             return _insert_many(
-                cursor, jobs, notify=notify, now=now, prepare=prepare, lapse=lapse, meanwhile=overlap
+                cursor,
+                jobs,
+                notify=notify,
+                checked=checked,
+                now=now,
+                prepare=prepare,
+                lapse=lapse,
+                meanwhile=overlap,
             )
 
 
@@ -146,9 +156,11 @@ def _one_transaction(cursor: Any) -> AbstractContextManager[Any]:
     when its own statement ends (workers woken before the rows exist would find nothing and
     sleep a whole poll interval). Inside the caller's transaction, nothing is added."""
     conn = cursor.connection
-    if conn.autocommit and conn.info.transaction_status == TransactionStatus.IDLE:
-        return conn.transaction()
-    return nullcontext()
+    return conn.transaction() if _outside_transaction(conn) else nullcontext()
+
+
+def _outside_transaction(conn: Any) -> bool:
+    return bool(conn.autocommit and conn.info.transaction_status == TransactionStatus.IDLE)
 
 
 def _insert_many(
@@ -156,6 +168,7 @@ def _insert_many(
     jobs: Sequence[NewJob],
     *,
     notify: bool,
+    checked: bool,
     now: datetime | None,
     prepare: bool,
     lapse: Lapse | None,
@@ -186,6 +199,7 @@ def _insert_many(
             # unnest() cannot take an array per row: dotted paths joined by spaces instead.
             params["non_retryable"] = [" ".join(job.non_retryable) for _, job in pending]
         params["notify"] = notify
+        params["checked"] = checked
         params["now"] = now
         execute(cursor, statement, params, prepare=prepare)
         inserted = {row[0] for row in cursor.fetchall()}
@@ -211,7 +225,9 @@ _MANY_COLUMNS = (*_INSERT_COLUMNS, "limit_name", "limit_key")
 _PLAIN_COLUMNS = ("id", "task_path", "queue_name", "priority", "args", "kwargs", "max_attempts", "trace_id")
 
 
-def _insert_one(cursor: Any, job: NewJob, *, notify: bool, now: datetime | None, prepare: bool) -> None:
+def _insert_one(
+    cursor: Any, job: NewJob, *, notify: bool, checked: bool, now: datetime | None, prepare: bool
+) -> None:
     if now is None and job.is_plain():
         statement = sql("insert_plain")
         params = {col: getattr(job, col) for col in _PLAIN_COLUMNS}
@@ -221,6 +237,7 @@ def _insert_one(cursor: Any, job: NewJob, *, notify: bool, now: datetime | None,
         params["non_retryable"] = list(job.non_retryable)
         params["now"] = now
     params["notify"] = notify
+    params["checked"] = checked
     execute(cursor, statement, params, prepare=prepare)
 
 
@@ -277,14 +294,11 @@ def _copy_jobs(
 
 
 def _wake(cursor: Any, queues: set[str]) -> None:
-    """Wake the workers of the queues that had no due job, at commit (after the rows about to
-    be written exist): as in insert_one.sql."""
+    """Wake the workers of the queues, at commit (after the rows about to be written exist).
+    Always: a batch is written in a transaction, and a queue's due jobs seen now may all be
+    claimed by its commit (insert_one.sql)."""
     cursor.execute(
-        """
-        SELECT pg_notify(%(channel)s, q.name)
-        FROM unnest(%(queues)s::text[]) AS q(name)
-        WHERE NOT jobs_queue_has_due(q.name)
-        """,
+        "SELECT pg_notify(%(channel)s, q.name) FROM unnest(%(queues)s::text[]) AS q(name)",
         {"channel": NOTIFY_CHANNEL, "queues": sorted(queues)},
     )
 
@@ -309,7 +323,7 @@ def copy_jobs_as_made(
     inserts the last of them.
     """
     conn = cursor.connection
-    if not (conn.autocommit and conn.info.transaction_status == TransactionStatus.IDLE):
+    if not _outside_transaction(conn):
         raise ValueError("copy_jobs_as_made needs a connection outside any transaction; use insert_jobs")
     if first.run_at is not None or first.dedupe_key is not None or first.limit_name is not None:
         raise ValueError("copy_jobs_as_made takes rows due now, without dedupe key or limit")

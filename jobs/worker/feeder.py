@@ -67,8 +67,13 @@ MARK_AFTER = 0.002
 # After a claim that found nothing, the next one waits for a wake-up or the poll interval;
 # after a failed statement, this long.
 RETRY_AFTER = 1.0
-# An empty claim right after one that found jobs is followed by one more this soon.
-RECHECK_AFTER = 0.05
+# After a claim that found jobs, claims that find nothing are followed by one more this
+# soon, then one more this soon, before the executor waits for a wake-up or the poll: a job
+# enqueued alone while its queue had a due job sends no wake-up (insert_one.sql), and may
+# commit just after the claim that took that job. Most commit within a few milliseconds;
+# the second look covers a slow commit. (Too late a first look let one late job hold back
+# every job enqueued behind it, none of them sending a wake-up: 50 ms stalls at 50 jobs/s.)
+RECHECKS = (0.005, 0.05)
 # While limits are declared, whether any still is is read again after this long (seconds).
 LIMITS_READ_EVERY = 30.0
 # Weight of the newest duration in a queue's running average.
@@ -156,8 +161,8 @@ class Feeder:
         # When the jobs a rate kept waiting come back (monotonic, a heap): this executor
         # promotes and claims then, rather than wait for housekeeping and a NOTIFY.
         self.rate_turns: list[float] = []
-        # Whether the last claim found jobs.
-        self.claimed_last = False
+        # How many of the RECHECKS have been made since the last claim that found jobs.
+        self.rechecked = len(RECHECKS)
         # Whether a rate or concurrency limit is declared: without one, the cheaper claim
         # statement serves (and says so when one is). Read again now and then while true
         # (monotonic time of the last read), to go back once none is.
@@ -568,10 +573,12 @@ class Feeder:
         if not rows and all(quotas):
             with self.cv:
                 self.empty_since_write = True
-                # Right after a claim that found jobs, look once more soon: a job committed
+                # Soon after a claim that found jobs, look again (RECHECKS): a job committed
                 # just after that claim may have sent no wake-up (enqueue notifies only a
                 # queue's first due job, and the job just claimed was still due then).
-                again = RECHECK_AFTER if self.claimed_last else self.config.poll_interval
+                again = self.config.poll_interval
+                if self.rechecked < len(RECHECKS):
+                    again, self.rechecked = RECHECKS[self.rechecked], self.rechecked + 1
                 self.idle_until = time.monotonic() + min(again, self.config.poll_interval)
         elif rows and _came_back_short(self.shares.names, quotas, total, got):
             # Every queue asked had fewer due jobs than it was asked for: another claim now
@@ -579,10 +586,11 @@ class Feeder:
             # handed its job. One look soon instead, as after a claim that found nothing
             # (for a job committed while this claim ran), then the poll interval.
             with self.cv:
-                self.idle_until = time.monotonic() + min(RECHECK_AFTER, self.config.poll_interval)
-            self.claimed_last = False
+                self.idle_until = time.monotonic() + min(RECHECKS[0], self.config.poll_interval)
+            self.rechecked = 1
             return True
-        self.claimed_last = bool(rows)
+        if rows:
+            self.rechecked = 0
         return bool(rows) or not all(quotas)
 
     def _claim(self, cursor: Any, *, quotas: list[int], limit: int, promote: bool = False) -> list[Claimed]:

@@ -126,6 +126,21 @@ def test_two_connections_claiming_at_once_never_get_the_same_row(limits: bool) -
     assert set(Job.objects.values_list("state", "attempt")) == {(State.RUNNING, 1)}
 
 
+@pytest.mark.django_db(transaction=True)
+@STATEMENTS
+def test_a_claim_commits_without_waiting_for_the_disk_and_only_itself(limits: bool) -> None:
+    # Its transaction alone: a crash of the server can lose it (the job is then queued
+    # again, as for a dead worker); the outcome's commit, later, waits and flushes it.
+    factories.insert_queued(2)
+    with connect(application_name="test-claimer") as conn, conn.cursor() as cursor:
+        assert store.claim(cursor, worker=uuid.uuid4(), queues=["default"], limit=1, limits=limits)
+        assert cursor.execute("SHOW synchronous_commit").fetchone() == ("on",)
+        with conn.transaction():
+            assert store.claim(cursor, worker=uuid.uuid4(), queues=["default"], limit=1, limits=limits)
+            assert cursor.execute("SHOW synchronous_commit").fetchone() == ("off",)
+        assert cursor.execute("SHOW synchronous_commit").fetchone() == ("on",)
+
+
 def _plan(sql: str, params: dict) -> str:
     with connection.cursor() as cursor:
         cursor.execute(sql, params)

@@ -122,9 +122,8 @@ def test_workers_are_woken_on_commit_only_and_only_for_due_jobs() -> None:
         assert woken() == []
         email, push = basic.add.using(queue_name="email"), basic.add.using(queue_name="push")
         backend.bulk_enqueue([(email, [1, 2], {}), (push, [1, 2], {}), (email, [3, 4], {})])
-        # One wake-up per queue that received due work and had none before (email already
-        # had a job waiting: its workers are busy or about to claim).
-        assert sorted(n.payload for n in listener.notifies(timeout=0.3)) == ["push"]
+        # One wake-up per queue that received due work (a batch commits after its check).
+        assert sorted(n.payload for n in listener.notifies(timeout=0.3)) == ["email", "push"]
 
 
 @pytest.mark.django_db(transaction=True)
@@ -833,7 +832,7 @@ def test_a_key_of_500_characters_works_twice() -> None:
     assert (second.id, second.deduplicated) == (first.id, True)
 
 
-# --- wake-ups: only when a queue had nothing due ------------------------------------------
+# --- wake-ups: outside a transaction, only when a queue had nothing due -------------------
 
 
 def _notifications(listener: psycopg.Connection) -> list[str]:
@@ -842,14 +841,13 @@ def _notifications(listener: psycopg.Connection) -> list[str]:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_workers_are_woken_only_when_a_queue_gets_its_first_due_job() -> None:
+def test_a_job_alone_wakes_workers_only_when_its_queue_gets_its_first_due_job() -> None:
     with connect(application_name="test-listener") as listener:
         listener.execute("LISTEN jobs_queued")
         basic.add.enqueue(1, 2)
         assert _notifications(listener) == ["default"]
         # Due jobs wait already: whoever takes them claims again, no wake-up needed.
         basic.add.enqueue(3, 4)
-        basic.add.enqueue_many([((n, n), {}) for n in range(60)])
         basic.add.using(dedupe_key="k").enqueue(5, 6)
         assert _notifications(listener) == []
         # Another queue, empty: woken; a delayed job: not due, no wake-up (the promoter
@@ -857,6 +855,25 @@ def test_workers_are_woken_only_when_a_queue_gets_its_first_due_job() -> None:
         basic.add.using(queue_name="email").enqueue(1, 1)
         basic.add.using(queue_name="low", run_after=timezone.now() + timedelta(hours=1)).enqueue(1, 1)
         assert _notifications(listener) == ["email"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_transaction_or_a_batch_wakes_workers_at_its_commit_whatever_was_due_before() -> None:
+    # The due job seen at the INSERT may be claimed and done by the commit, its workers
+    # asleep until their next poll: a wake-up skipped there would leave the new job waiting.
+    basic.add.enqueue(1, 2)
+    with connect(application_name="test-listener") as listener:
+        listener.execute("LISTEN jobs_queued")
+        with transaction.atomic():
+            basic.add.enqueue(3, 4)
+            basic.add.using(dedupe_key="k").enqueue(5, 6)
+            basic.add.using(queue_name="email").enqueue(1, 1)
+            assert _notifications(listener) == []  # (sent at the commit)
+        # One per queue and transaction.
+        assert sorted(_notifications(listener)) == ["default", "email"]
+        basic.add.enqueue_many([((n, n), {}) for n in range(60)])
+        basic.add.enqueue_many([((n, n), {}) for n in range(3)])
+        assert _notifications(listener) == ["default", "default"]
 
 
 @pytest.mark.django_db

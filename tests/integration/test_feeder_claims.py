@@ -16,7 +16,7 @@ from django.test import override_settings
 from jobs import limits
 from jobs.models import LimitState
 from jobs.worker.db import Connection
-from jobs.worker.feeder import FLUSH_AFTER, RECHECK_AFTER, Feeder, Lane
+from jobs.worker.feeder import FLUSH_AFTER, RECHECKS, Feeder, Lane
 from tests import factories
 from tests.tasks import basic, limited
 
@@ -54,11 +54,16 @@ def test_a_claim_that_came_back_short_is_not_followed_by_another_at_once() -> No
         # Room for three more, but the queue had no more: no statement now...
         assert feeder._claim_if_room(time.monotonic()) is False
         assert feeder.claims == 1
-        assert 0 < feeder.idle_until - time.monotonic() <= RECHECK_AFTER
+        assert 0 < feeder.idle_until - time.monotonic() <= RECHECKS[0]
         # ...one soon (a job committed meanwhile sent no wake-up: its queue had a due job).
         later = basic.add.enqueue(3, 4).id
         assert feeder._claim_if_room(feeder.idle_until) is True
         assert feeder.claims == 2 and lane.waiting[-1].id == uuid.UUID(later)
+        # Then, finding nothing: one look soon, one a little later, then the poll interval.
+        for wait in (*RECHECKS[1:], feeder.config.poll_interval):
+            assert feeder._claim_if_room(feeder.idle_until) is False
+            assert RECHECKS[0] < feeder.idle_until - time.monotonic() <= wait
+        assert feeder.claims == 2 + len(RECHECKS)
         feeder.close()
     finally:
         db.drop()
