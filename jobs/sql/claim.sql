@@ -35,7 +35,7 @@
 -- stay queued, in place, until it is resumed.
 --
 -- The claim commits without waiting for its WAL to reach the disk (synchronous_commit off
--- for this statement's transaction alone): about half a millisecond of every pickup. Only a
+-- for this statement's transaction alone): about 0.2 ms of every pickup here. Only a
 -- crash of the database server itself can lose a claim so committed, and then the job is
 -- queued again, as if that worker had died: it runs again (at least once, as always), its
 -- attempt not counted. Nothing else waits on a claim's durability: the attempt's outcome,

@@ -576,22 +576,27 @@ class Feeder:
                 # Soon after a claim that found jobs, look again (RECHECKS): a job committed
                 # just after that claim may have sent no wake-up (enqueue notifies only a
                 # queue's first due job, and the job just claimed was still due then).
-                again = self.config.poll_interval
-                if self.rechecked < len(RECHECKS):
-                    again, self.rechecked = RECHECKS[self.rechecked], self.rechecked + 1
-                self.idle_until = time.monotonic() + min(again, self.config.poll_interval)
+                self.idle_until = time.monotonic() + self._next_look()
         elif rows and _came_back_short(self.shares.names, quotas, total, got):
             # Every queue asked had fewer due jobs than it was asked for: another claim now
             # would find nothing, and its statement would take a core from the handler just
             # handed its job. One look soon instead, as after a claim that found nothing
             # (for a job committed while this claim ran), then the poll interval.
+            self.rechecked = 0
             with self.cv:
-                self.idle_until = time.monotonic() + min(RECHECKS[0], self.config.poll_interval)
-            self.rechecked = 1
+                self.idle_until = time.monotonic() + self._next_look()
             return True
         if rows:
             self.rechecked = 0
         return bool(rows) or not all(quotas)
+
+    def _next_look(self) -> float:
+        """Seconds until the next claim after one that found nothing new: the next of the
+        RECHECKS since the last claim that found jobs, then the poll interval."""
+        if self.rechecked >= len(RECHECKS):
+            return self.config.poll_interval
+        self.rechecked += 1
+        return min(RECHECKS[self.rechecked - 1], self.config.poll_interval)
 
     def _claim(self, cursor: Any, *, quotas: list[int], limit: int, promote: bool = False) -> list[Claimed]:
         if promote:
