@@ -8,6 +8,22 @@ export PYTHONPATH="$ROOT"
 
 # The project needs Python 3.12 or newer (Django 6.1's floor; ruff and mypy check the code
 # against 3.12). The newest one found makes the virtualenv.
+# A script started from a background job (`scripts/run &`, a CI step, a supervisor) inherits
+# SIGINT ignored, and bash can neither trap nor reset a signal that was ignored on entry: Ctrl-C
+# (or a test's SIGINT) would then be lost on the script and on every process it starts. Start
+# the script once more with the default handling: call as `default_signals "$@"` before any work.
+default_signals() {
+  if [ "$(trap -p INT)" = "trap -- '' SIGINT" ] && [ -z "${JOBQUEUE_SIGNALS_RESET:-}" ]; then
+    export JOBQUEUE_SIGNALS_RESET=1
+    if env --default-signal=INT true 2>/dev/null; then
+      exec env --default-signal=INT "$BASH" "$0" "$@"
+    fi
+    exec "$(find_python)" -c 'import os, signal, sys
+signal.signal(signal.SIGINT, signal.SIG_DFL)
+os.execv(sys.argv[1], sys.argv[1:])' "$BASH" "$0" "$@"
+  fi
+}
+
 find_python() {
   local candidate
   for candidate in python3.14 "${HOME:-}"/.pyenv/versions/3.14*/bin/python3 \
