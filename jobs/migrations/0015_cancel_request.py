@@ -56,7 +56,8 @@ BEGIN
     WHERE workflow_id = p_workflow AND kind = 'compensation' AND state = 'pending' AND position > 0
     ORDER BY position LIMIT 1;
     IF FOUND THEN
-        UPDATE jobs_workflow_node SET state = 'running', started_at = statement_timestamp() WHERE id = next_node;
+        UPDATE jobs_workflow_node SET state = 'running', started_at = statement_timestamp()
+        WHERE id = next_node;
         PERFORM jobs_wf_queue_steps(next_node, 0, NULL, false);
     ELSIF NOT EXISTS (SELECT 1 FROM jobs_workflow_node
                       WHERE workflow_id = p_workflow AND kind = 'compensation' AND state = 'pending') THEN
