@@ -416,3 +416,10 @@ def test_throughput_counts_each_ended_attempt_once() -> None:
     assert (top["task"], top["failures"], top["last_error"]) == ("tests.tasks.basic.fail_always", 2, "boom")
     job_stats.compact()
     assert totals() == (1, 2)
+
+
+def test_a_pending_cancel_is_shown_until_the_attempt_ends(admin_client: Client) -> None:
+    job = factories.job(State.RUNNING)
+    store.cancel(job.id)
+    assert "running, cancel pending" in admin_client.get("/admin/jobs/job/").content.decode()
+    assert "running, cancel pending" in admin_client.get(f"/admin/jobs/job/{job.id}/change/").content.decode()
