@@ -31,6 +31,7 @@ from .states import State
 _LIST_COLUMNS = (
     "id", "task_path", "queue_name", "state", "attempt", "max_attempts", "run_at", "created_at",
     "last_attempted_at", "finished_at", "last_error", "limit_name", "limit_wait", "progress",
+    "cancel_requested_at",
 )  # fmt: skip
 
 

@@ -56,9 +56,12 @@ _HEX_ID = re.compile(r"^[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA
 
 
 def console_state(job: Job) -> str:
-    """The state as the console names it: retrying, waiting on a limit, or the state."""
+    """The state as the console names it: retrying, waiting on a limit, a cancel pending
+    (asked while the job runs: it ends when its attempt does), or the state."""
     retrying = job.state in (State.QUEUED, State.SCHEDULED) and job.attempt > 0
     named = "retrying" if retrying else str(job.state)
+    if job.state == State.RUNNING and job.cancel_requested_at is not None:
+        return "running, cancel pending"
     if job.state == State.SCHEDULED and job.limit_wait and job.limit_name:
         return f"waiting on limit {job.limit_name} ({job.limit_wait})"
     return named

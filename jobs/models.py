@@ -62,6 +62,11 @@ class Job(models.Model):
     # Dotted paths of exception classes that end the job dead instead of retrying.
     non_retryable = ArrayField(models.TextField(), default=list, db_default="{}", blank=True)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
+    # When an operator cancelled the job while it ran (jobs/store/operator.py): it stays
+    # 'running' under its lease until its attempt ends, and then ends 'cancelled' unless it
+    # succeeded (jobs/sql/record_outcomes.sql, reap.sql). Set only on running jobs, and kept
+    # on one that succeeded all the same.
+    cancel_requested_at = models.DateTimeField(null=True, blank=True)
     # Claim token of the worker process that holds the job while it is running.
     worker_id = models.UUIDField(null=True, blank=True)
     # One claim token per attempt, oldest first (django.tasks' TaskResult.worker_ids).

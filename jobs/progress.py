@@ -111,7 +111,10 @@ class Tracker:
             return False
         self.checked_at = now
         with connections[database].cursor() as cursor:
-            cursor.execute("SELECT state = 'cancelled' FROM jobs_job WHERE id = %s", [self.key[0]])
+            cursor.execute(
+                "SELECT state = 'cancelled' OR cancel_requested_at IS NOT NULL FROM jobs_job WHERE id = %s",
+                [self.key[0]],
+            )
             row = cursor.fetchone()
         self.cancelled = bool(row and row[0])
         return self.cancelled
@@ -143,7 +146,7 @@ class JobContext(TaskContext):  # type: ignore[misc]  # frozen at run time, not 
 
     def raise_if_cancelled(self) -> None:
         """Stop here, with JobCancelled, if an operator cancelled this job: the handler's
-        "next check". Its outcome is dropped either way; this ends the work early."""
+        "next check". The attempt then ends the job 'cancelled'; this ends the work early."""
         if self.cancel_requested():
             raise JobCancelled(f"job {self.task_result.id} was cancelled while it ran")
 

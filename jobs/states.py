@@ -26,7 +26,9 @@ class State(models.TextChoices):
     QUEUED = "queued", "Queued"
     # Claimed by a worker process under a lease (``lease_expires_at``). ``attempt`` was
     # incremented by the claim. Only the claim's owner (``worker_id`` and ``attempt``) may
-    # record its outcome; once the lease lapses the reaper may take the job back.
+    # record its outcome; once the lease lapses the reaper may take the job back. An
+    # operator's cancel does not end it: it sets ``cancel_requested_at`` and the attempt's
+    # outcome (or the reaper) makes the job 'cancelled', unless it succeeded.
     RUNNING = "running", "Running"
     # Finished: the handler returned, and its JSON return value is in ``result``.
     SUCCEEDED = "succeeded", "Succeeded"
@@ -34,7 +36,8 @@ class State(models.TextChoices):
     # handler, or a row that cannot run at all (unknown task, bad payload). Kept with its
     # error history until pruned; an operator may replay it.
     DEAD = "dead", "Dead"
-    # Withdrawn by an operator or by code before it ran to completion.
+    # Withdrawn by an operator or by code before it ran to completion: before it started, or
+    # (a cancel requested while it ran) once its attempt ended without succeeding.
     CANCELLED = "cancelled", "Cancelled"
     # Its not-started deadline (``expires_at``) passed before a worker could start it: it
     # never ran, and never will (an OTP that would arrive too late). Set by the claim.
@@ -61,7 +64,7 @@ TRANSITIONS: frozenset[tuple[State, State]] = frozenset(
         (State.RUNNING, State.SCHEDULED),  # retry or snooze after a delay, reaper's backoff
         (State.RUNNING, State.QUEUED),  # retry at once, release, unstarted job given back
         (State.RUNNING, State.DEAD),  # last attempt failed, non-retryable, reaper
-        (State.RUNNING, State.CANCELLED),  # cancel while running: the outcome is dropped
+        (State.RUNNING, State.CANCELLED),  # its attempt ended after a cancel was requested
         (State.DEAD, State.QUEUED),  # replay
         (State.CANCELLED, State.QUEUED),  # replay
         (State.EXPIRED, State.QUEUED),  # replay (the deadline is lifted)

@@ -18,7 +18,27 @@
 -- so the planner cannot start from the running rows instead: with statistics that still
 -- counted none running (a drain just after a bulk enqueue), it did, and read the whole
 -- outcome list once per running row of every worker (41 ms for 200 outcomes, not 6).
-WITH marked AS (
+--
+-- A job whose cancel was requested while it ran (cancel_requested_at) ends 'cancelled'
+-- unless it succeeded (the work was done): a retry, snooze or release of it would only run
+-- what the operator withdrew. Leaving 'running' here is what gives back its concurrency slot
+-- (the limit trigger) and ends its workflow step (the workflow trigger).
+--
+-- Lock order: the workflows of the batch's steps first, in id order, then the job rows (the
+-- workflow trigger locks each step's workflow again, already held). The trigger alone would
+-- lock them in the order the rows were written: two executors' batches with steps of the
+-- same two workflows (chords fanning in) took them in opposite orders and deadlocked.
+-- steps_locked runs before any row is written: recorded's condition on it is a one-time
+-- filter the planner evaluates first.
+WITH steps_locked AS (
+    SELECT w.id
+    FROM jsonb_to_recordset(%(outcomes)s::jsonb) AS v(id uuid)
+    JOIN jobs_job j ON j.id = v.id
+    JOIN jobs_workflow_node n ON n.id = j.workflow_node
+    JOIN jobs_workflow w ON w.id = n.workflow_id
+    ORDER BY w.id
+    FOR UPDATE OF w
+), marked AS (
     UPDATE jobs_job j
     SET started_attempt = s.attempt,
         lease_expires_at = coalesce(%(now)s, statement_timestamp())
@@ -30,13 +50,15 @@ WITH marked AS (
 ), recorded AS (
     UPDATE jobs_job j
     SET state = CASE
+            WHEN v.state <> 'succeeded' AND j.cancel_requested_at IS NOT NULL THEN 'cancelled'
             WHEN v.state = 'queued' AND coalesce(v.delay, 0) > 0 THEN 'scheduled'
             ELSE v.state
         END,
         result = CASE WHEN v.state = 'succeeded' THEN v.result ELSE j.result END,
-        finished_at = CASE WHEN v.state = 'queued' THEN NULL ELSE coalesce(%(now)s, statement_timestamp()) END,
+        finished_at = CASE WHEN v.state = 'queued' AND j.cancel_requested_at IS NULL THEN NULL
+                           ELSE coalesce(%(now)s, statement_timestamp()) END,
         run_at = CASE
-            WHEN v.state = 'queued'
+            WHEN v.state = 'queued' AND j.cancel_requested_at IS NULL
             THEN coalesce(%(now)s, statement_timestamp()) + coalesce(v.delay, 0) * interval '1 second'
             ELSE j.run_at
         END,
@@ -57,6 +79,8 @@ WITH marked AS (
         progress = CASE WHEN v.progress IS NULL THEN j.progress
                         ELSE v.progress || jsonb_build_object('updated_at', coalesce(%(now)s, statement_timestamp()))
                    END,
+        -- Kept only on a job that succeeded all the same (its workflow reads it).
+        cancel_requested_at = CASE WHEN v.state = 'succeeded' THEN j.cancel_requested_at END,
         worker_id = NULL,
         lease_expires_at = NULL
     FROM jsonb_to_recordset(%(outcomes)s::jsonb)
@@ -64,6 +88,7 @@ WITH marked AS (
             progress jsonb)
     WHERE j.id = v.id
       AND (j.state, j.worker_id, j.attempt) IS NOT DISTINCT FROM ('running', %(worker)s::uuid, v.attempt)
+      AND (SELECT count(*) FROM steps_locked) >= 0
     RETURNING j.id
 )
 SELECT id FROM recorded

@@ -240,13 +240,16 @@ def release(
     """Give running jobs whose attempt has not started back to the queue without using
     the attempt (shutdown, a batch stuck behind a slow handler, a lost claim reply).
     ``ids=None`` releases all of the token's unstarted jobs but ``keep``. ``started_too``
-    gives back started ones as well (handlers killed when a shutdown ran out of time)."""
+    gives back started ones as well (handlers killed when a shutdown ran out of time).
+    A job whose cancel was requested ends 'cancelled' instead of going back."""
     cursor.execute(
         """
         UPDATE jobs_job
-        SET state = 'queued', attempt = attempt - 1, worker_ids = trim_array(worker_ids, 1),
+        SET state = CASE WHEN cancel_requested_at IS NULL THEN 'queued' ELSE 'cancelled' END,
+            finished_at = CASE WHEN cancel_requested_at IS NULL THEN NULL ELSE statement_timestamp() END,
+            attempt = attempt - 1, worker_ids = trim_array(worker_ids, 1),
             started_attempt = least(started_attempt, attempt - 1),
-            worker_id = NULL, lease_expires_at = NULL
+            cancel_requested_at = NULL, worker_id = NULL, lease_expires_at = NULL
         WHERE state = 'running' AND worker_id = %(worker)s
           AND (%(started_too)s OR started_attempt < attempt)
           AND (%(all)s OR id = ANY(%(ids)s::uuid[]))

@@ -42,12 +42,20 @@ def _guarded_update(
 
 
 def cancel(job_id: uuid.UUID | str) -> None:
-    """Cancel a scheduled, queued or running job. A running job's outcome is dropped by the
-    fence; it keeps its lease, so it cannot be replayed while its handler may still run
-    (the heartbeat no longer extends it, so the lease runs out)."""
-    _guarded_update(
-        job_id, [State.SCHEDULED, State.QUEUED, State.RUNNING], state=State.CANCELLED, finished_at=Now()
-    )
+    """Cancel a scheduled or queued job, or ask a running one to stop.
+
+    A running job's attempt holds its concurrency slot, its workflow step's place and its
+    lease until it ends, so the cancel is recorded (``cancel_requested_at``) and the job
+    stays 'running': its handler can see the request (JobContext.cancel_requested), and the
+    attempt's outcome makes it 'cancelled' (a success stays 'succeeded': the work was done),
+    as does the reaper if its lease lapses. Asking twice changes nothing."""
+    with transaction.atomic():
+        pending = Job.objects.filter(id=job_id, state=State.RUNNING)
+        if pending.filter(cancel_requested_at__isnull=True).update(cancel_requested_at=Now()) or (
+            pending.exists()
+        ):
+            return
+        _guarded_update(job_id, [State.SCHEDULED, State.QUEUED], state=State.CANCELLED, finished_at=Now())
 
 
 def discard(job_id: uuid.UUID | str, *, reason: str = "discarded by an operator") -> None:
@@ -68,10 +76,11 @@ def replay(
     new payload (checked by the caller: jobs.backend.check_payload); the payload it replaces
     is kept in ``edits``. Its error history is kept; an expired job's deadline is lifted.
     The job takes its dedupe key back unless another unfinished job holds it now. A job
-    whose lease is still live (cancelled while running) is refused."""
+    whose lease is still live is refused."""
     fresh: dict[str, Any] = dict(
         state=State.QUEUED, expires_at=None, attempt=0, started_attempt=0, handbacks=0, worker_ids=[],
         worker_id=None, lease_expires_at=None, run_at=Now(), finished_at=None, result=None, progress=None,
+        cancel_requested_at=None,
     )  # fmt: skip
     allowed = [State.DEAD, State.CANCELLED, State.EXPIRED]
     with transaction.atomic():

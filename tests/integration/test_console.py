@@ -10,6 +10,7 @@ from datetime import timedelta
 import pytest
 from django.contrib.admin.models import LogEntry
 from django.contrib.auth.models import Permission
+from django.db import connection
 from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
@@ -212,16 +213,21 @@ def test_actions_need_a_csrf_token(django_user_model) -> None:
     assert client.get(operate(job, "replay")).status_code == 405
 
 
-def test_a_job_whose_lease_is_still_live_is_never_replayed(admin_client: Client) -> None:
+def test_a_running_job_cancelled_from_the_console_is_not_replayed_before_its_attempt_ends(
+    admin_client: Client,
+) -> None:
     job = factories.job(State.RUNNING)
     admin_client.post(operate(job, "cancel"))
     job.refresh_from_db()
-    assert job.state == State.CANCELLED and job.lease_expires_at > timezone.now()
-    response = admin_client.post(operate(job, "replay"), follow=True)
-    assert "may still be running" in response.content.decode()
+    # A request: the job runs on under its lease until its attempt ends.
+    assert job.state == State.RUNNING and job.cancel_requested_at is not None
+    assert job.lease_expires_at > timezone.now()
+    admin_client.post(operate(job, "replay"), follow=True)
+    assert Job.objects.get(id=job.id).state == State.RUNNING
+    # Its lease ran out: the reaper ends it cancelled, and then it may be replayed.
+    with connection.cursor() as cursor:
+        store.reap(cursor, backoff_base=1, backoff_cap=2, now=job.lease_expires_at + timedelta(seconds=5))
     assert Job.objects.get(id=job.id).state == State.CANCELLED
-    # Once the lease ran out, it may be.
-    Job.objects.filter(id=job.id).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
     admin_client.post(operate(job, "replay"))
     assert Job.objects.get(id=job.id).state == State.QUEUED
 
@@ -410,3 +416,10 @@ def test_throughput_counts_each_ended_attempt_once() -> None:
     assert (top["task"], top["failures"], top["last_error"]) == ("tests.tasks.basic.fail_always", 2, "boom")
     job_stats.compact()
     assert totals() == (1, 2)
+
+
+def test_a_pending_cancel_is_shown_until_the_attempt_ends(admin_client: Client) -> None:
+    job = factories.job(State.RUNNING)
+    store.cancel(job.id)
+    assert "running, cancel pending" in admin_client.get("/admin/jobs/job/").content.decode()
+    assert "running, cancel pending" in admin_client.get(f"/admin/jobs/job/{job.id}/change/").content.decode()

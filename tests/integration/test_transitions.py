@@ -126,6 +126,10 @@ OPERATIONS: dict[str, Callable[[Job], object]] = {
     "reap_unstarted": lambda job: (unstart(job), reap(T0 + timedelta(seconds=LEASE + 1))),
     "promote": lambda job: promote(T0 + timedelta(minutes=2)),
     "cancel": lambda job: store.cancel(job.id),
+    # A running job's attempt ends after an operator asked it to stop.
+    "retry_after_cancel": lambda job: (request_cancel(job), record(owner(job), retried(job))),
+    "succeed_after_cancel": lambda job: (request_cancel(job), record(owner(job), succeeded(job))),
+    "reap_after_cancel": lambda job: (request_cancel(job), reap(T0 + timedelta(seconds=LEASE + 1))),
     "discard": lambda job: store.discard(job.id),
     "replay": lambda job: store.replay(job.id),
     "run_now": lambda job: store.run_now(job.id),
@@ -135,6 +139,11 @@ OPERATIONS: dict[str, Callable[[Job], object]] = {
     "workflow_reopened": lambda job: reopen(job),
 }
 OPERATOR_ACTIONS = {"cancel", "discard", "replay", "run_now"}
+
+
+def request_cancel(job: Job) -> None:
+    # Only a running job takes a cancel request (store.cancel ends the others at once).
+    Job.objects.filter(id=job.id, state=State.RUNNING).update(cancel_requested_at=T0)
 
 
 def workflow_sql(statement: str, job: Job) -> None:
@@ -175,7 +184,10 @@ EXPECTED: dict[tuple[str, State], State] = {
     ("reap", State.RUNNING): State.SCHEDULED,
     ("reap_unstarted", State.RUNNING): State.QUEUED,
     ("fail", State.RUNNING): State.DEAD,
-    ("cancel", State.RUNNING): State.CANCELLED,
+    ("cancel", State.RUNNING): State.RUNNING,
+    ("retry_after_cancel", State.RUNNING): State.CANCELLED,
+    ("succeed_after_cancel", State.RUNNING): State.SUCCEEDED,
+    ("reap_after_cancel", State.RUNNING): State.CANCELLED,
     ("replay", State.DEAD): State.QUEUED,
     ("replay", State.CANCELLED): State.QUEUED,
     ("replay", State.EXPIRED): State.QUEUED,
@@ -446,19 +458,54 @@ def test_cancel_of_a_queued_job_finishes_it() -> None:
     assert claim() == []
 
 
-def test_cancel_of_a_running_job_drops_its_outcome() -> None:
+def test_cancel_of_a_running_job_waits_for_its_attempt_to_end() -> None:
     job = factories.job(State.RUNNING, now=T0)
     store.cancel(job.id)
-    cancelled = factories.row(job.id)
-    # It keeps its lease, which the heartbeat no longer extends: until it runs out the
-    # handler may still be running, and the job cannot be replayed.
-    assert (cancelled["state"], cancelled["worker_id"], cancelled["lease_expires_at"]) == (
-        State.CANCELLED, job.worker_id, job.lease_expires_at,
+    requested = factories.row(job.id)
+    # Still running under its lease and claim: the handler may still be at work, and holds
+    # its slot and its workflow step until its outcome is written.
+    assert (requested["state"], requested["worker_id"], requested["lease_expires_at"]) == (
+        State.RUNNING, job.worker_id, job.lease_expires_at,
     )  # fmt: skip
-    for outcome in (succeeded(job), retried(job), dead(job), snoozed(job)):
-        assert record(job.worker_id, outcome) == set()
-    assert release(job.worker_id) == []
-    assert factories.row(job.id) == cancelled
+    assert requested["cancel_requested_at"] is not None
+    store.cancel(job.id)
+    assert factories.row(job.id) == requested, "asking twice changes nothing"
+    assert extend((job.id, job.worker_id), now=T0 + timedelta(seconds=10)) == {job.id}
+    with pytest.raises(TransitionNotAllowed):
+        store.replay(job.id)
+    assert record(job.worker_id, retried(job)) == {job.id}
+    cancelled = factories.row(job.id)
+    assert (cancelled["state"], cancelled["worker_id"], cancelled["lease_expires_at"]) == (
+        State.CANCELLED, None, None,
+    )  # fmt: skip
+    assert cancelled["finished_at"] is not None and cancelled["cancel_requested_at"] is None
+    assert claim() == []
+    store.replay(job.id)
+    assert factories.row(job.id)["state"] == State.QUEUED
+
+
+@pytest.mark.parametrize("outcome", [dead, snoozed, lambda job: retried(job, delay=0)])
+def test_a_running_job_whose_cancel_was_requested_ends_cancelled_whatever_its_failure(outcome) -> None:
+    job = factories.job(State.RUNNING, now=T0)
+    store.cancel(job.id)
+    assert record(job.worker_id, outcome(job)) == {job.id}
+    assert factories.row(job.id)["state"] == State.CANCELLED
+
+
+def test_a_running_job_whose_cancel_was_requested_and_that_succeeded_stays_succeeded() -> None:
+    job = factories.job(State.RUNNING, now=T0)
+    store.cancel(job.id)
+    assert record(job.worker_id, succeeded(job, result=7)) == {job.id}
+    done = factories.row(job.id)
+    assert (done["state"], done["result"]) == (State.SUCCEEDED, 7)
+
+
+def test_an_unstarted_job_whose_cancel_was_requested_is_not_released_back() -> None:
+    job = factories.job(State.RUNNING, now=T0)
+    unstart(job)
+    store.cancel(job.id)
+    assert release(job.worker_id) == [job.id]
+    assert factories.row(job.id)["state"] == State.CANCELLED
 
 
 def test_discard_sends_a_queued_job_to_dead_with_the_reason() -> None:

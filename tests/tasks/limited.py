@@ -50,3 +50,13 @@ def slow_three_at_a_time(key: str, seconds: float) -> None:
 @task(rate_limit="100/s", burst=5)
 def hundred_a_second(key: str) -> None:
     record(key)
+
+
+@task(concurrency_limit=1)
+def one_at_a_time(key: str, seconds: float, fail: bool = False) -> None:
+    """Ignores cancellation: sleeps its time through, then fails if told to."""
+    record(f"{key}:start")
+    time.sleep(seconds)
+    record(f"{key}:end")
+    if fail:
+        raise RuntimeError(f"{key} failed at its end")

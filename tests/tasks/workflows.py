@@ -92,3 +92,19 @@ def hang_first(context: TaskContext, value: int, key: str) -> int:
         time.sleep(60)
     _effect(f"{key}:end")
     return value + 1
+
+
+@task
+def slow_effect(*args: Any, key: str, seconds: float) -> str:
+    """Records '<key>:start', works ``seconds`` without looking for a cancel, records
+    '<key>:end' (its side effect is done), returns ``key``."""
+    _effect(f"{key}:start")
+    time.sleep(seconds)
+    _effect(f"{key}:end")
+    return key
+
+
+@task(max_attempts=1)
+def fail_after(*args: Any, seconds: float) -> None:
+    time.sleep(seconds)
+    raise RuntimeError("this step fails after a while")

@@ -86,7 +86,7 @@ class Command(BaseCommand):
         p.add_argument("--task")
         p.add_argument("--queue")
         p.add_argument("--limit", type=int, default=1000)
-        p = sub.add_parser("cancel", help="Cancel jobs (a running one's outcome is dropped).")
+        p = sub.add_parser("cancel", help="Cancel jobs (a running one ends when its attempt does).")
         p.add_argument("ids", nargs="+", metavar="ID")
         p = sub.add_parser("pause", help="Stop workers claiming from a queue.")
         p.add_argument("queue")
@@ -140,7 +140,7 @@ class Command(BaseCommand):
             raise CommandError("--limit must be at least 1")
         jobs = Job.objects.order_by("-id").only(
             "id", "task_path", "queue_name", "state", "attempt", "max_attempts", "created_at", "last_error",
-            "limit_name", "limit_wait",
+            "limit_name", "limit_wait", "cancel_requested_at",
         )  # fmt: skip
         if options["state"]:
             jobs = jobs.filter(console.CONSOLE_STATES[options["state"]][1])
