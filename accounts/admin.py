@@ -8,7 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from axes.admin import AccessAttemptAdmin
+from axes.models import AccessAttempt
 from django import forms
+from django.conf import settings
 from django.contrib import admin, messages
 from django.contrib.auth import get_user_model
 from django.contrib.auth.admin import UserAdmin
@@ -16,6 +19,7 @@ from django.contrib.auth.forms import UserChangeForm
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
+from django.utils import timezone
 
 from . import services
 from .models import Account, ApiToken
@@ -74,7 +78,7 @@ class AccountUserAdmin(UserAdmin):
         account = getattr(user, "account", None)
         return account is None or account.email_verified_at is not None
 
-    @admin.action(description="Re-send verification email")
+    @admin.action(description="Re-send verification email", permissions=["change"])
     def resend_verification(self, request: HttpRequest, queryset: QuerySet[Any]) -> None:
         sent = 0
         for user in queryset.exclude(email=""):
@@ -129,10 +133,30 @@ class ApiTokenAdmin(admin.ModelAdmin):
             },
         )
 
-    @admin.action(description="Revoke selected tokens")
+    @admin.action(description="Revoke selected tokens", permissions=["change"])
     def revoke(self, request: HttpRequest, queryset: QuerySet[ApiToken]) -> None:
         tokens = list(queryset.filter(revoked_at__isnull=True))
         services.revoke_api_tokens(tokens=ApiToken.objects.filter(pk__in=[t.pk for t in tokens]))
         for token in tokens:
             self.log_change(request, token, "Revoked the token.")
         self.message_user(request, f"Revoked {len(tokens)} token(s).", messages.SUCCESS)
+
+
+if admin.site.is_registered(AccessAttempt):
+    admin.site.unregister(AccessAttempt)
+
+    @admin.register(AccessAttempt)
+    class LoginAttemptAdmin(AccessAttemptAdmin):
+        """django-axes' page of failed logins. Its clean-up deletes rows, so here it needs the
+        delete permission and logs each row it deletes, as Django's own delete does. (Axes'
+        version also reads a login request's attempt time, which an admin request lacks.)"""
+
+        @admin.action(description="Clean up expired attempts", permissions=["delete"])
+        def cleanup_expired_attempts(self, request: HttpRequest, queryset: QuerySet[AccessAttempt]) -> None:
+            # Expired whatever the selection: older than the cool-off, so no longer counted.
+            expired = AccessAttempt.objects.filter(
+                attempt_time__lte=timezone.now() - settings.AXES_COOLOFF_TIME
+            )
+            self.log_deletions(request, expired)
+            count, _ = expired.delete()
+            self.message_user(request, f"Cleaned up {count} expired access attempt(s).", messages.SUCCESS)
