@@ -1,4 +1,6 @@
-"""Operators' pages for accounts: users with their verification state, API tokens.
+"""Operators' pages for accounts: users with their verification state, API tokens (issued
+for oneself, or for others with ``accounts.issue_token_for_others``, never for someone who
+holds more than the issuer).
 
 Actions are services calls, and each one leaves an entry in Django's admin log (the
 history of each user or token), as the admin's own add/change/delete do.
@@ -88,10 +90,42 @@ class AccountUserAdmin(UserAdmin):
         self.message_user(request, f"Queued {sent} verification email(s).", messages.SUCCESS)
 
 
+ISSUE_FOR_OTHERS = "accounts.issue_token_for_others"
+
+
+def token_issue_refusal(*, issuer: Any, owner: Any) -> str | None:
+    """Why ``issuer`` may not issue a token that acts as ``owner``, or None. A token is its
+    owner's every right, so issuing one for someone else needs its own permission and never
+    hands the issuer more than they hold."""
+    if owner.pk == issuer.pk:
+        return None
+    if not issuer.has_perm(ISSUE_FOR_OTHERS):
+        return "You may issue tokens only for yourself."
+    if issuer.is_superuser:
+        return None
+    if owner.is_superuser:
+        return f"{owner} is a superuser; only a superuser may issue a token for them."
+    lacking = sorted(owner.get_all_permissions() - issuer.get_all_permissions())
+    if lacking:
+        shown = ", ".join(lacking[:5]) + (f" and {len(lacking) - 5} more" if len(lacking) > 5 else "")
+        return f"{owner} holds permissions you do not ({shown}); you may not issue a token for them."
+    return None
+
+
 class ApiTokenForm(forms.ModelForm):
+    # Who is issuing: set by ApiTokenAdmin.get_form for each request.
+    issuer: Any = None
+
     class Meta:
         model = ApiToken
         fields = ("user", "name")
+
+    def clean_user(self) -> Any:
+        owner = self.cleaned_data["user"]
+        refusal = token_issue_refusal(issuer=self.issuer, owner=owner)
+        if refusal:
+            raise forms.ValidationError(refusal)
+        return owner
 
 
 @admin.register(ApiToken)
@@ -110,6 +144,20 @@ class ApiTokenAdmin(admin.ModelAdmin):
 
     def get_readonly_fields(self, request: HttpRequest, obj: ApiToken | None = None) -> Any:
         return () if obj is None else self.get_fields(request, obj)
+
+    def get_form(
+        self, request: HttpRequest, obj: ApiToken | None = None, change: bool = False, **kwargs: Any
+    ) -> Any:
+        form = super().get_form(request, obj, change=change, **kwargs)
+        return type(form.__name__, (form,), {"issuer": request.user})
+
+    def get_changeform_initial_data(self, request: HttpRequest) -> dict[str, Any]:
+        return {"user": request.user.pk, **super().get_changeform_initial_data(request)}
+
+    def formfield_for_foreignkey(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
+        if db_field.name == "user" and not request.user.has_perm(ISSUE_FOR_OTHERS):
+            kwargs["queryset"] = User.objects.filter(pk__in=[request.user.pk])
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
     def save_model(self, request: HttpRequest, obj: ApiToken, form: Any, change: bool) -> None:
         if change:
