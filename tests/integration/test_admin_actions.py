@@ -182,9 +182,9 @@ def test_lifting_a_limit_needs_the_change_permission_and_is_logged(django_user_m
     Limit.objects.create(name="smtp", rate=5, burst=5)
     url = reverse("admin:jobs_limit_changelist")
     act(client_for(viewer(django_user_model)), url, "lift", "smtp")
-    assert Limit.objects.get().rate == 5 and not LogEntry.objects.exists()
+    assert Limit.objects.get(name="smtp").rate == 5 and not LogEntry.objects.exists()
     act(client_for(operator), url, "lift", "smtp")
-    assert Limit.objects.get().rate is None
+    assert Limit.objects.get(name="smtp").rate is None
     assert LogEntry.objects.get(object_id="smtp").get_change_message().startswith("Lifted")
 
 
