@@ -34,7 +34,7 @@ from django.core.validators import validate_email
 from django.db import connection, transaction
 from django.utils import timezone
 
-from jobs.files import result_file_writer
+from jobs.csvfiles import csv_result_writer
 from jobs.ownership import owner_key
 from jobs.progress import JobContext
 
@@ -316,17 +316,12 @@ def summarize(import_id: str, *, job_id: str, context: JobContext) -> dict[str, 
         .order_by("line")
         .values_list("line", "reason", "values")
     )
-    with result_file_writer(job_id, "rejected-rows.csv") as out:
-        assert out.file is not None
-        text = io.TextIOWrapper(out.file, encoding="utf-8", newline="")
-        writer = csv.writer(text)
+    with csv_result_writer(job_id, "rejected-rows.csv") as (writer, out):
         writer.writerow(["line", "reason", *record.columns])
         for n, (line, reason, values) in enumerate(rejections.iterator(chunk_size=2000)):
             writer.writerow([line, reason, *values])
             if n % 1000 == 0:
                 context.set_progress(n, record.rejected, "writing the rejected rows")
-        text.flush()
-        text.detach()
     # total_rows stays what the scan counted: were fewer rows read, the import says so
     # (``unread``) rather than shrinking its total to match.
     Import.objects.filter(id=import_id).update(

@@ -242,6 +242,17 @@ def test_a_row_the_csv_module_cannot_read_is_rejected_alone_and_the_rest_are_rea
     assert len(rows[1][2]) == 1000  # the unreadable line, shortened
 
 
+def test_rejected_rows_that_a_spreadsheet_would_run_as_formulas_are_written_as_text(
+    logged_in: Client,
+) -> None:
+    answer = upload(logged_in, 'name,email\n"=HYPERLINK(""https://evil.example"",""x"")",nope\n@SUM(1+1),\n')
+    run_all()
+    body = status(logged_in, answer["id"])
+    response = logged_in.get(body["rejected_file"]["download_url"])
+    rows = list(csv.reader(io.StringIO(b"".join(response.streaming_content).decode())))
+    assert [row[2] for row in rows[1:]] == ['\'=HYPERLINK("https://evil.example","x")', "'@SUM(1+1)"]
+
+
 def test_an_import_that_read_fewer_rows_than_it_counted_says_so_and_keeps_its_total(
     logged_in: Client,
 ) -> None:
