@@ -60,6 +60,8 @@ class ApiToken(models.Model):
 
     class Meta:
         verbose_name = "API token"
+        # Without it, a user who may add tokens adds them only for themselves (accounts/admin.py).
+        permissions = [("issue_token_for_others", "Can issue API tokens for other users")]
 
     def __str__(self) -> str:
         return f"{self.name} ({self.prefix}…)"

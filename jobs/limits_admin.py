@@ -73,7 +73,9 @@ class LimitAdmin(admin.ModelAdmin):
         if woken:
             self.message_user(request, f"{woken} waiting job(s) will be decided again under the new limit.")
 
-    @admin.action(description="Lift the selected limits (no rate, no concurrency limit)")
+    @admin.action(
+        description="Lift the selected limits (no rate, no concurrency limit)", permissions=["change"]
+    )
     def lift(self, request: HttpRequest, queryset: QuerySet[Limit]) -> None:
         # A lifted limit keeps its row (jobs still name it) with nothing to enforce.
         names = list(queryset.values_list("name", flat=True))

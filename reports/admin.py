@@ -26,6 +26,7 @@ class ImportAdmin(admin.ModelAdmin):
         "inserted",
         "updated",
         "rejected",
+        "unread",
     )
     list_filter = ("status",)
     list_select_related = ("owner",)

@@ -12,7 +12,9 @@
   killed before it committed left nothing. The chunk that completes the set enqueues the
   summary, in the same transaction (the engine's dedupe key makes it one job).
 * ``summarize`` writes the rejected rows as a CSV result file of its own job, marks the
-  import finished and deletes the uploaded file.
+  import finished and deletes the uploaded file. Every row the scan counted is then stored
+  or rejected with its reason; should any not have been read, the import says how many
+  (``Import.unread``) and its total is never lowered to hide them.
 """
 
 from __future__ import annotations
@@ -26,18 +28,21 @@ from typing import IO, Any
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
+from django.core.files import File
 from django.core.files.storage import default_storage
 from django.core.validators import validate_email
 from django.db import connection, transaction
 from django.utils import timezone
 
-from jobs.files import result_file_writer
+from jobs.csvfiles import csv_result_writer
 from jobs.ownership import owner_key
 from jobs.progress import JobContext
 
 from .models import Import, ImportChunk, ImportRejection, ImportStatus
 
 PHONE_CHARACTERS = frozenset("0123456789+-(). ")
+# Characters of a line that cannot be read kept with its rejection (the file has the rest).
+UNREADABLE_KEPT = 1000
 
 
 @dataclass(frozen=True)
@@ -49,44 +54,47 @@ class Chunk:
     rows: int
 
 
-def scan(
-    handle: IO[bytes], *, chunk_rows: int, context: JobContext | None = None, size: int = 0
-) -> list[Chunk]:
-    """Chunk boundaries of a CSV file: records end at a newline outside quotes (the count
-    of quote characters so far in the record is even: RFC 4180 doubles quotes inside
-    quoted fields). Blank lines are not rows. The header is skipped."""
-    chunks: list[Chunk] = []
-    offset = record_start = quotes = 0
-    line = 0
-    header_done = False
-    start: int | None = None
-    first = rows = 0
-    for text in handle:
+def _spans(handle: IO[bytes]) -> Iterator[tuple[int, int, bool]]:
+    """Each record's byte range and whether it is a row. A record ends at a line break (LF,
+    CR or CRLF, as the csv module reads them) outside quotes: the count of quote characters
+    so far in the record is even (RFC 4180 doubles quotes inside quoted fields). A blank
+    line is not a row. A quote never closed makes the rest of the file one record, a row
+    (which its chunk rejects). The split and every chunk use this, so they agree."""
+    offset = start = quotes = 0
+    # File's lines end at CR as well as LF (a plain binary file's end only at LF).
+    for text in File(handle):
         quotes += text.count(b'"')
         offset += len(text)
         if quotes % 2:
             continue  # a newline inside a quoted field: the record goes on
-        began, record_start, quotes = record_start, offset, 0
+        yield start, offset, bool(text.strip(b"\r\n")) or offset - start != len(text)
+        start, quotes = offset, 0
+    if offset > start:
+        yield start, offset, True
+
+
+def scan(
+    handle: IO[bytes], *, chunk_rows: int, context: JobContext | None = None, size: int = 0
+) -> list[Chunk]:
+    """Chunk boundaries of a CSV file, at record boundaries (``_spans``). The header is skipped."""
+    chunks: list[Chunk] = []
+    line = end = 0
+    start: int | None = None
+    first = rows = 0
+    for began, end, is_row in _spans(handle):
         line += 1
-        if not header_done:
-            header_done = True
-            continue
+        if line == 1:
+            continue  # the header
         if start is None:
             start, first = began, line
-        if text.strip(b"\r\n") or offset - began != len(text):
-            rows += 1
+        rows += is_row
         if rows >= chunk_rows:
-            chunks.append(Chunk(start, offset, first, rows))
+            chunks.append(Chunk(start, end, first, rows))
             start, rows = None, 0
         if context is not None and line % 20_000 == 0:
-            context.set_progress(offset, max(size, offset), "reading the file")
-    if quotes % 2 and header_done:
-        # A quote never closed: the rest of the file is one record, which the chunk rejects.
-        if start is None:
-            start, first = record_start, line + 1
-        rows += 1
+            context.set_progress(end, max(size, end), "reading the file")
     if start is not None and rows:
-        chunks.append(Chunk(start, offset, first, rows))
+        chunks.append(Chunk(start, end, first, rows))
     return chunks
 
 
@@ -126,13 +134,14 @@ class Checked:
     rows: int
 
 
-def check_rows(records: Iterator[tuple[int, list[str]]], columns: list[str]) -> Checked:
-    """Split a chunk's records into good rows (name, email, phone, country) and rejections."""
+def check_rows(records: Iterator[tuple[int, list[str], str]], columns: list[str]) -> Checked:
+    """Split a chunk's records (line, values, why they could not be read or "") into good
+    rows (name, email, phone, country) and rejections."""
     checked = Checked(good=[], rejected=[], rows=0)
     seen: dict[str, int] = {}
-    for line, values in records:
+    for line, values, unreadable in records:
         checked.rows += 1
-        row, reason = _check_row(values, columns)
+        row, reason = (None, unreadable) if unreadable else _check_row(values, columns)
         if row is not None:
             earlier = seen.get(row[1].lower())
             if earlier is not None:
@@ -171,16 +180,36 @@ def _check_row(values: list[str], columns: list[str]) -> tuple[tuple[str, str, s
     return (name, email, phone, country), ""
 
 
-def _records(data: bytes, first_line: int) -> Iterator[tuple[int, list[str]]]:
-    reader = csv.reader(io.StringIO(data.decode("utf-8"), newline=""))
+def _records(data: bytes, first_line: int) -> Iterator[tuple[int, list[str], str]]:
+    """A chunk's rows as (line, values, why unreadable or ""), one per row ``scan`` counted.
+    Each record is parsed on its own, so one that cannot be read (malformed, a field past the
+    csv module's size limit) is rejected alone and the rows after it are still read."""
     line = first_line
+    for start, end, is_row in _spans(io.BytesIO(data)):
+        if is_row:
+            yield line, *_parse(data[start:end])
+        line += 1
+
+
+def _parse(record: bytes) -> tuple[list[str], str]:
+    """One record's fields, or its text (shortened) and why it cannot be read."""
     try:
-        for values in reader:
-            if values:
-                yield line, values
-            line += 1
+        text = record.decode("utf-8")
+    except UnicodeDecodeError:
+        return [record.decode("utf-8", "replace")[:UNREADABLE_KEPT]], "the line is not UTF-8 text"
+    try:
+        rows = list(csv.reader([text]))
     except csv.Error as exc:
-        yield line, [f"malformed CSV: {exc}"]
+        if "field limit" in str(exc):
+            reason = f"a field is longer than {csv.field_size_limit():,} characters"
+        elif "new-line" in str(exc):
+            reason = "a quote is not closed, so this line runs on into the next ones"
+        else:
+            reason = f"not readable as CSV: {exc}"
+        return [text[:UNREADABLE_KEPT]], reason
+    if len(rows) > 1:
+        return [text[:UNREADABLE_KEPT]], "a quote is not closed, so this line runs on into the next ones"
+    return (rows[0] if rows else []), ""
 
 
 UPSERT = """
@@ -287,22 +316,16 @@ def summarize(import_id: str, *, job_id: str, context: JobContext) -> dict[str, 
         .order_by("line")
         .values_list("line", "reason", "values")
     )
-    with result_file_writer(job_id, "rejected-rows.csv") as out:
-        assert out.file is not None
-        text = io.TextIOWrapper(out.file, encoding="utf-8", newline="")
-        writer = csv.writer(text)
+    with csv_result_writer(job_id, "rejected-rows.csv") as (writer, out):
         writer.writerow(["line", "reason", *record.columns])
         for n, (line, reason, values) in enumerate(rejections.iterator(chunk_size=2000)):
             writer.writerow([line, reason, *values])
             if n % 1000 == 0:
                 context.set_progress(n, record.rejected, "writing the rejected rows")
-        text.flush()
-        text.detach()
+    # total_rows stays what the scan counted: were fewer rows read, the import says so
+    # (``unread``) rather than shrinking its total to match.
     Import.objects.filter(id=import_id).update(
-        status=ImportStatus.FINISHED,
-        total_rows=record.rows_done,
-        summary_job_id=uuid.UUID(job_id),
-        finished_at=timezone.now(),
+        status=ImportStatus.FINISHED, summary_job_id=uuid.UUID(job_id), finished_at=timezone.now()
     )
     context.set_progress(record.rejected, record.rejected, "finished")
     if record.stored_name:
@@ -315,4 +338,5 @@ def summarize(import_id: str, *, job_id: str, context: JobContext) -> dict[str, 
         "updated": record.updated,
         "unchanged": record.unchanged,
         "rejected": record.rejected,
+        "unread": record.unread,
     }

@@ -78,6 +78,14 @@ class Import(models.Model):
     def __str__(self) -> str:
         return f"{self.filename} ({self.status})"
 
+    @property
+    def unread(self) -> int:
+        """Rows the scan counted that no chunk read (neither stored nor rejected): 0 unless
+        part of the file could not be read, which the import then reports."""
+        if self.status != ImportStatus.FINISHED or self.total_rows is None:
+            return 0
+        return max(0, self.total_rows - self.rows_done)
+
 
 class ImportChunk(models.Model):
     """One chunk's outcome, written in the transaction that upserted its rows."""

@@ -9,9 +9,7 @@ unfinished gives that one back (the engine's dedupe key), which the API answers 
 
 from __future__ import annotations
 
-import csv
 import hashlib
-import io
 import json
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -24,7 +22,7 @@ from django.db import connection, transaction
 from django.urls import reverse
 from django.utils import timezone
 
-from jobs.files import result_file_writer
+from jobs.csvfiles import csv_result_writer
 from jobs.ownership import owner_key
 from jobs.progress import JobContext
 
@@ -137,10 +135,7 @@ def write_csv(
     """Stream ``rows`` into the job's CSV result file; returns (rows, the file's entry)."""
     count = 0
     context.set_progress(0, total, "starting")
-    with result_file_writer(job_id, filename) as out:
-        assert out.file is not None
-        text = io.TextIOWrapper(out.file, encoding="utf-8", newline="")
-        writer = csv.writer(text)
+    with csv_result_writer(job_id, filename) as (writer, out):
         writer.writerow(header)
         for row in rows:
             writer.writerow(row)
@@ -150,8 +145,6 @@ def write_csv(
                 context.set_progress(
                     min(count, total or count), total, "writing the CSV" if total else f"{count:,} rows"
                 )
-        text.flush()
-        text.detach()
     context.set_progress(count, max(count, total or 0), "written")
     assert out.entry is not None
     return count, out.entry

@@ -41,7 +41,7 @@ def import_status(*, import_id: uuid.UUID, viewer: Any) -> dict[str, Any] | None
         total = record.total_rows or 0
         done = record.rows_done
         if record.status == ImportStatus.FINISHED:
-            message = "finished"
+            message = f"finished; {record.unread} row(s) could not be read" if record.unread else "finished"
         else:
             message = f"{record.chunks_done} of {record.chunk_count} chunk(s) done"
         progress = {
@@ -76,6 +76,7 @@ def import_status(*, import_id: uuid.UUID, viewer: Any) -> dict[str, Any] | None
             "updated": record.updated,
             "unchanged": record.unchanged,
             "rejected": record.rejected,
+            "unread": record.unread,
         },
         "rejected_file": rejected_file,
     }

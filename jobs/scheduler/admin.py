@@ -1,6 +1,8 @@
 """Console pages for schedules: list with next fire times, enable/disable, run now, and a
 preview of the next five fire times in the schedule's own zone.
 
+Enable, disable and run now need the change permission and are written to the admin log.
+
 Validation errors come from ``Schedule.clean`` (jobs/scheduler/validation.py) and show on
 the form. Code-declared schedules are owned by their declaration (jobs/scheduler/declared.py):
 here only their ``enabled`` flag can change, and they cannot be deleted (the next start
@@ -149,24 +151,28 @@ class ScheduleAdmin(admin.ModelAdmin):
 
     def _set_enabled(self, request: HttpRequest, queryset: QuerySet[Schedule], enabled: bool) -> None:
         changed = 0
+        verb = "Enabled" if enabled else "Disabled"
         for schedule in queryset:
             if schedule.enabled != enabled:
                 schedule.enabled = enabled
                 # save() bumps the revision and restarts the timing from now.
                 schedule.save(update_fields=["enabled"])
+                self.log_change(request, schedule, f"{verb} the schedule.")
                 changed += 1
-        verb = "Enabled" if enabled else "Disabled"
         self.message_user(request, f"{verb} {changed} schedule(s).", messages.SUCCESS)
 
-    @admin.action(description="Enable selected schedules")
+    @admin.action(description="Enable selected schedules", permissions=["change"])
     def enable_schedules(self, request: HttpRequest, queryset: QuerySet[Schedule]) -> None:
         self._set_enabled(request, queryset, True)
 
-    @admin.action(description="Disable selected schedules")
+    @admin.action(description="Disable selected schedules", permissions=["change"])
     def disable_schedules(self, request: HttpRequest, queryset: QuerySet[Schedule]) -> None:
         self._set_enabled(request, queryset, False)
 
-    @admin.action(description="Run selected schedules now (ignores timing and overlap)")
+    # Firing out of turn is a change to what the schedule does, so it needs the change permission.
+    @admin.action(
+        description="Run selected schedules now (ignores timing and overlap)", permissions=["change"]
+    )
     def run_schedules_now(self, request: HttpRequest, queryset: QuerySet[Schedule]) -> None:
         for schedule in queryset:
             try:
@@ -174,6 +180,7 @@ class ScheduleAdmin(admin.ModelAdmin):
             except JobsError as exc:
                 self.message_user(request, f"Schedule {schedule.name} not run: {exc}", messages.ERROR)
                 continue
+            self.log_change(request, schedule, f"Ran the schedule now: enqueued job {fired.job_id}.")
             self.message_user(
                 request, f"Schedule {schedule.name}: enqueued job {fired.job_id}.", messages.SUCCESS
             )

@@ -1,6 +1,7 @@
 """The console's workflow pages: the list, and a detail page with the graph (server-side
 SVG), each node's state and job, and the actions: cancel, send a signal, retry a failed step.
-Rows are read-only; every action calls jobs.workflows, which writes through jobs.store."""
+Rows are read-only; every action calls jobs.workflows, which writes through jobs.store,
+needs the right to change jobs and is written to Django's admin log (the workflow's history)."""
 
 from __future__ import annotations
 
@@ -58,10 +59,17 @@ class WorkflowAdmin(admin.ModelAdmin):
 
     @admin.action(description="Cancel selected running workflows", permissions=["act"])
     def cancel_workflows(self, request: HttpRequest, queryset: QuerySet[WorkflowRow]) -> None:
-        done = sum(
-            cancel(workflow_id) == "cancelled" for workflow_id in queryset.values_list("id", flat=True)
-        )
+        done = 0
+        for workflow_id in queryset.values_list("id", flat=True):
+            status = cancel(workflow_id)
+            self._log(request, workflow_id, f"Cancel: the workflow is {status}.")
+            done += status == "cancelled"
         self.message_user(request, f"Cancelled {done} workflow(s).", messages.SUCCESS)
+
+    def _log(self, request: HttpRequest, workflow_id: uuid.UUID, message: str) -> None:
+        row = WorkflowRow.objects.filter(id=workflow_id).first()
+        if row is not None:
+            self.log_change(request, row, message)
 
     def has_act_permission(self, request: HttpRequest) -> bool:
         return _may_act(request)
@@ -129,6 +137,7 @@ class WorkflowAdmin(admin.ModelAdmin):
         if request.method == "POST":
             status = _act(request, lambda: cancel(workflow_id))
             if status:
+                self._log(request, workflow_id, f"Cancel: the workflow is {status}.")
                 self.message_user(request, f"The workflow is {status}.", messages.SUCCESS)
         return _back(workflow_id)
 
@@ -146,6 +155,11 @@ class WorkflowAdmin(admin.ModelAdmin):
                 return _back(workflow_id)
             outcome = _act(request, lambda: send_signal(workflow_id, name, payload))
             if outcome:
+                self._log(
+                    request,
+                    workflow_id,
+                    f"Sent signal {name!r} with payload {raw[:500] or 'null'}: {outcome}.",
+                )
                 self.message_user(request, f"Signal {name!r}: {outcome}.", messages.SUCCESS)
         return _back(workflow_id)
 
@@ -153,6 +167,8 @@ class WorkflowAdmin(admin.ModelAdmin):
         _check_may_act(request)
         if request.method == "POST":
             outcome = _act(request, lambda: retry_step(job_id))
+            if outcome:
+                self._log(request, workflow_id, f"Retry of step job {job_id}: {outcome}.")
             if outcome == "retried":
                 self.message_user(request, "The step runs again; the workflow goes on.", messages.SUCCESS)
             elif outcome:

@@ -66,14 +66,20 @@ class DeviceAdmin(admin.ModelAdmin):
 
     @admin.action(description="Deactivate selected devices", permissions=["change"])
     def deactivate(self, request: HttpRequest, queryset: QuerySet[Device]) -> None:
+        devices = list(queryset.filter(active=True))
         done = services.devices_deactivate(
-            device_ids=queryset.values_list("id", flat=True), reason=f"deactivated by {request.user}"
+            device_ids=[device.pk for device in devices], reason=f"deactivated by {request.user}"
         )
+        for device in devices:
+            self.log_change(request, device, "Deactivated the device.")
         self.message_user(request, f"Deactivated {done} device(s).", messages.SUCCESS)
 
     @admin.action(description="Reactivate selected devices", permissions=["change"])
     def reactivate(self, request: HttpRequest, queryset: QuerySet[Device]) -> None:
-        done = services.devices_reactivate(device_ids=queryset.values_list("id", flat=True))
+        devices = list(queryset.filter(active=False))
+        done = services.devices_reactivate(device_ids=[device.pk for device in devices])
+        for device in devices:
+            self.log_change(request, device, "Reactivated the device.")
         self.message_user(request, f"Reactivated {done} device(s).", messages.SUCCESS)
 
 

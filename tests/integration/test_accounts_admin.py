@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 from django.contrib.admin.models import CHANGE, LogEntry
 from django.contrib.auth import get_user_model
-from django.test import Client
+from django.contrib.auth.models import Permission
+from django.test import Client, override_settings
 
 from accounts import services
 from accounts.models import Account, ApiToken
@@ -106,3 +107,51 @@ def test_delivery_records_are_listed_with_filters_and_read_only(admin_client) ->
     detail = admin_client.get(f"/admin/notifications/emaildelivery/{delivery.pk}/change/")
     assert detail.status_code == 200 and "Save" not in detail.content.decode()
     assert admin_client.get("/admin/notifications/emaildelivery/add/").status_code == 403
+
+
+# --- who may issue a token for whom ---------------------------------------------------------
+
+ADD_TOKEN = "/admin/accounts/apitoken/add/"
+
+
+def staff_with(username: str, *codenames: str) -> tuple[object, Client]:
+    user = User.objects.create(username=username, is_staff=True)
+    user.user_permissions.set(
+        Permission.objects.filter(codename__in=["add_apitoken", "view_apitoken", *codenames])
+    )
+    client = Client()
+    client.force_login(user)
+    return user, client
+
+
+@override_settings(DEBUG=False)
+def test_without_the_permission_a_token_is_issued_only_for_oneself() -> None:
+    issuer, client = staff_with("dev")
+    other = User.objects.create_user("billing", "billing@example.com")
+    boss = User.objects.create_superuser("root", "root@example.com", "pw")
+    for owner in (other, boss):
+        response = client.post(ADD_TOKEN, {"user": owner.pk, "name": "mine now"})
+        assert response.status_code == 200 and "will not be shown again" not in response.content.decode()
+        assert response.context["adminform"].form.errors["user"]
+    assert not ApiToken.objects.exists()
+    assert client.get(ADD_TOKEN).context["adminform"].form.initial["user"] == issuer.pk
+    response = client.post(ADD_TOKEN, {"user": issuer.pk, "name": "my laptop"})
+    assert "will not be shown again" in response.content.decode()
+    assert ApiToken.objects.get().user == issuer
+
+
+@override_settings(DEBUG=False)
+def test_with_the_permission_never_for_someone_with_more_privileges() -> None:
+    _, client = staff_with("lead", "issue_token_for_others")
+    boss = User.objects.create_superuser("root", "root@example.com", "pw")
+    mighty = User.objects.create(username="mighty", is_staff=True)
+    mighty.user_permissions.set(Permission.objects.filter(codename="delete_user"))
+    plain = User.objects.create_user("billing", "billing@example.com")
+    for owner, reason in ((boss, "superuser"), (mighty, "auth.delete_user")):
+        response = client.post(ADD_TOKEN, {"user": owner.pk, "name": "escalate"})
+        assert response.status_code == 200
+        assert reason in " ".join(response.context["adminform"].form.errors["user"])
+    assert not ApiToken.objects.exists()
+    response = client.post(ADD_TOKEN, {"user": plain.pk, "name": "billing service"})
+    assert "will not be shown again" in response.content.decode()
+    assert ApiToken.objects.get().user == plain

@@ -87,7 +87,9 @@ def test_an_import_upserts_good_rows_and_sets_bad_ones_aside_with_the_reason(
     run_all()
     body = status(logged_in, answer["id"])
     assert body["status"] == "finished"
-    assert body["counts"] == {"rows": 10, "inserted": 5, "updated": 0, "unchanged": 0, "rejected": 5}
+    assert body["counts"] == {
+        "rows": 10, "inserted": 5, "updated": 0, "unchanged": 0, "rejected": 5, "unread": 0
+    }  # fmt: skip
     assert body["progress"]["done"] == body["progress"]["total"] == 10
     assert body["progress"]["percent"] == 100
     customers = {c.email: c for c in Customer.objects.filter(owner=ann)}
@@ -141,12 +143,12 @@ def test_importing_again_changes_only_what_differs_matching_emails_in_any_case(
     again = upload(logged_in, first)
     run_all()
     assert status(logged_in, again["id"])["counts"] == {
-        "rows": 2, "inserted": 0, "updated": 0, "unchanged": 2, "rejected": 0
+        "rows": 2, "inserted": 0, "updated": 0, "unchanged": 2, "rejected": 0, "unread": 0
     }  # fmt: skip
     changed = upload(logged_in, "email,name\nANN@EXAMPLE.COM,Ann Lee\nbo@example.com,Bo\ncy@example.com,Cy\n")
     run_all()
     assert status(logged_in, changed["id"])["counts"] == {
-        "rows": 3, "inserted": 1, "updated": 1, "unchanged": 1, "rejected": 0
+        "rows": 3, "inserted": 1, "updated": 1, "unchanged": 1, "rejected": 0, "unread": 0
     }  # fmt: skip
     ann_row = Customer.objects.get(owner=ann, email__iexact="ann@example.com")
     assert (ann_row.name, ann_row.email) == ("Ann Lee", "ANN@EXAMPLE.COM")
@@ -165,7 +167,14 @@ def test_a_retried_chunk_changes_nothing_twice(logged_in: Client) -> None:
         answer = upload(logged_in, "name,email\nA,a@example.com\nB,b@example.com\nC,bad\nD,d@example.com\n")
         run_all()
     before = status(logged_in, answer["id"])
-    assert before["counts"] == {"rows": 4, "inserted": 3, "updated": 0, "unchanged": 0, "rejected": 1}
+    assert before["counts"] == {
+        "rows": 4,
+        "inserted": 3,
+        "updated": 0,
+        "unchanged": 0,
+        "rejected": 1,
+        "unread": 0,
+    }
     chunk_jobs = Job.objects.filter(task_path="reports.tasks.import_chunk")
     assert chunk_jobs.count() == 2
     # Every chunk again, as a retry after a lost outcome (or a duplicate job) would.
@@ -194,6 +203,69 @@ def test_a_file_with_a_header_only_finishes_with_nothing_to_do(logged_in: Client
     body = status(logged_in, answer["id"])
     assert body["status"] == "finished" and body["counts"]["rows"] == 0
     assert body["progress"]["percent"] == 100
+
+
+def test_a_row_the_csv_module_cannot_read_is_rejected_alone_and_the_rest_are_read(
+    logged_in: Client, ann: User
+) -> None:
+    # Invariant 17: a field past the csv module's limit (131,072 characters) once ended the
+    # chunk's reader, and the rows after it were neither stored nor rejected.
+    huge = "x" * 131_073
+    lines = [f"P{n},p{n}@example.com,,\n" for n in range(10)]
+    lines[1] = f'"{huge}",p1@example.com,,\n'
+    # A quote never closed: the scan and the chunk both take the rest of the file as one
+    # record, rejected whole.
+    lines[4] = 'Bad "quote,q4@example.com,,\n'
+    answer = upload(logged_in, "name,email,phone,country\n" + "".join(lines))
+    run_all()
+    body = status(logged_in, answer["id"])
+    assert body["status"] == "finished"
+    assert body["counts"] == {
+        "rows": 5, "inserted": 3, "updated": 0, "unchanged": 0, "rejected": 2, "unread": 0
+    }  # fmt: skip
+    assert body["progress"]["done"] == body["progress"]["total"] == 5
+    assert Customer.objects.filter(owner=ann).count() == 3
+    reasons = dict(ImportRejection.objects.values_list("line", "reason"))
+    assert set(reasons) == {3, 6}
+    assert reasons == {
+        3: "a field is longer than 131,072 characters",
+        6: "a quote is not closed, so this line runs on into the next ones",
+    }
+    rows = list(
+        csv.reader(
+            io.StringIO(
+                b"".join(logged_in.get(body["rejected_file"]["download_url"]).streaming_content).decode()
+            )
+        )
+    )
+    assert [row[:2] for row in rows[1:]] == [["3", reasons[3]], ["6", reasons[6]]]
+    assert len(rows[1][2]) == 1000  # the unreadable line, shortened
+
+
+def test_rejected_rows_that_a_spreadsheet_would_run_as_formulas_are_written_as_text(
+    logged_in: Client,
+) -> None:
+    answer = upload(logged_in, 'name,email\n"=HYPERLINK(""https://evil.example"",""x"")",nope\n@SUM(1+1),\n')
+    run_all()
+    body = status(logged_in, answer["id"])
+    response = logged_in.get(body["rejected_file"]["download_url"])
+    rows = list(csv.reader(io.StringIO(b"".join(response.streaming_content).decode())))
+    assert [row[2] for row in rows[1:]] == ['\'=HYPERLINK("https://evil.example","x")', "'@SUM(1+1)"]
+
+
+def test_an_import_that_read_fewer_rows_than_it_counted_says_so_and_keeps_its_total(
+    logged_in: Client,
+) -> None:
+    answer = upload(logged_in, "name,email\nAnn,ann@example.com\nBo,bo@example.com\n")
+    factories.run_due(limit=1)  # the split counts 2 rows
+    # As if the scan had counted rows no chunk read.
+    Import.objects.filter(id=answer["id"]).update(total_rows=5)
+    run_all()
+    record = Import.objects.get(id=answer["id"])
+    assert (record.total_rows, record.rows_done, record.unread) == (5, 2, 3)
+    body = status(logged_in, answer["id"])
+    assert body["counts"]["unread"] == 3 and body["progress"]["total"] == 5
+    assert body["progress"]["message"] == "finished; 3 row(s) could not be read"
 
 
 @pytest.mark.parametrize(

