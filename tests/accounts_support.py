@@ -3,6 +3,7 @@ jobs through the real claim and executor code, read the links out of the receive
 
 from __future__ import annotations
 
+import itertools
 from datetime import datetime
 from typing import Any
 
@@ -15,12 +16,23 @@ from tests import factories
 
 PASSWORD = "a-long-and-unusual-passphrase-42"
 
+# Signups are limited per client IP: each test signup comes from its own address unless
+# the test names one.
+_client_ips = (f"10.77.{n // 250}.{n % 250 + 1}" for n in itertools.count())
 
-def signup(client: Client, *, email: str, username: str, password: str = PASSWORD) -> Any:
+
+def signup(
+    client: Client, *, email: str, username: str, password: str = PASSWORD, ip: str | None = None
+) -> Any:
     return client.post(
         reverse("accounts:signup"),
         {"email": email, "username": username, "password1": password, "password2": password},
+        REMOTE_ADDR=ip or next(_client_ips),
     )
+
+
+def fresh_ip() -> str:
+    return next(_client_ips)
 
 
 def run_email_jobs(*, now: datetime | None = None) -> list[dict[str, Any]]:

@@ -93,11 +93,17 @@ def test_bad_registrations_get_400_with_the_field_at_fault(
     assert not Device.objects.exists()
 
 
-@pytest.mark.parametrize("body", ["not json", b"\xff\xfe", "[1, 2]", ""])
+@pytest.mark.parametrize("body", ["not json", b"\xff\xfe", "[1, 2]"])
 def test_a_body_that_is_not_a_json_object_gets_400(ana: Any, body: Any) -> None:
     response = post(client_for(ana), body)
     assert response.status_code == 400
     assert response.json() == {"error": "the body must be a JSON object"}
+
+
+def test_an_empty_body_gets_400(ana: Any) -> None:
+    # The test client sends no Content-Type with an empty body.
+    response = post(client_for(ana), "")
+    assert response.status_code == 400 and "Content-Type: application/json" in response.json()["error"]
 
 
 def test_anonymous_requests_get_401(ana: Any) -> None:
