@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Any
 
 from django.contrib.auth import get_user_model
+from django.contrib.auth.hashers import MD5PasswordHasher
 from django.test import Client
 from django.urls import reverse
 
@@ -51,3 +52,22 @@ def unverified_user(*, username: str, email: str, password: str = PASSWORD) -> A
     user = get_user_model().objects.create_user(username=username, email=email, password=password)
     Account.objects.create(user=user)
     return user
+
+
+class CountingHasher(MD5PasswordHasher):
+    """A fast hasher that counts the hashes it computes (verify computes one too): tests
+    compare the work of two branches by count, never by the clock."""
+
+    algorithm = "counting_md5"
+    computed = 0
+
+    def encode(self, password: str, salt: str) -> str:
+        type(self).computed += 1
+        return super().encode(password, salt)
+
+
+def count_hashes() -> Any:
+    """Settings under which every password hash is counted by CountingHasher."""
+    from django.test import override_settings
+
+    return override_settings(PASSWORD_HASHERS=["tests.accounts_support.CountingHasher"])
