@@ -54,13 +54,14 @@ def signup(*, email: str, username: str, password: str, client_ip: str) -> None:
         cooldowns.take((cooldowns.cooldown_key("signup-ip", client_ip), settings.ACCOUNTS_RESEND_COOLDOWN_IP))
         hold_username(username)
         user = _user_for_update(email)
+        created = None
         if user is None:
-            user = _create_unverified(email=email, username=username, password=password)
-            if user is not None:
-                _cooldown_free("signup-address", email)
-            else:
-                user = _user_for_update(email)  # a concurrent signup took the address
-        if user is not None and not is_verified(user=user):
+            created = _create_unverified(email=email, username=username, password=password)
+            # None: a concurrent signup took the address; this one goes on as a later signup.
+            user = created or _user_for_update(email)
+        if created is not None:
+            _cooldown_free("signup-address", email)
+        elif user is not None and not is_verified(user=user):
             _replace_credentials(user, username=username, password=password)
         elif user is not None:
             # As much work as the other branches (one password hash), so response times

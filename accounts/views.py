@@ -63,7 +63,10 @@ def verify(request: HttpRequest) -> HttpResponse:
     if user is None:
         return _invalid_link(request)
     return render(
-        request, "accounts/verify_confirm.html", {"email": user.email, "uid": uidb64, "token": token}
+        request,
+        "accounts/verify_confirm.html",
+        # The username too: someone else may have signed up with this address first.
+        {"email": user.email, "username": user.get_username(), "uid": uidb64, "token": token},
     )
 
 

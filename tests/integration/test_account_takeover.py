@@ -77,7 +77,10 @@ def test_the_victims_signup_link_confirms_her_credentials_and_cuts_the_attacker_
     [_, second] = smtp_settings.wait_for("vic@example.com", count=2)
     # The link his signup mailed her confirms nothing any more.
     assert confirm(Client(), link_in(first, "/accounts/verify/?")).status_code == 400
-    assert confirm(victim, link_in(second, "/accounts/verify/?"))["Location"] == reverse("accounts:login")
+    link = link_in(second, "/accounts/verify/?")
+    page = victim.get(f"{urlsplit(link).path}?{urlsplit(link).query}").content.decode()
+    assert "signing up as\n    <strong>vic</strong>" in page
+    assert confirm(victim, link)["Location"] == reverse("accounts:login")
 
     [user] = User.objects.filter(email="vic@example.com")
     assert user.pk == mallory.pk and user.get_username() == "vic"
