@@ -7,7 +7,7 @@ from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth import views as auth_views
-from django.forms import Form
+from django.forms import BaseForm
 from django.http import HttpRequest, HttpResponse, HttpResponseBase
 from django.shortcuts import redirect, render
 from django.urls import reverse_lazy
@@ -82,7 +82,7 @@ def resend(request: HttpRequest) -> HttpResponse:
     return render(request, "accounts/resend.html", {"form": form})
 
 
-def _too_soon(request: HttpRequest, template: str, form: Form, exc: CooldownActive) -> HttpResponse:
+def _too_soon(request: HttpRequest, template: str, form: BaseForm, exc: CooldownActive) -> HttpResponse:
     """The form again, 429 with Retry-After: this client (or this address) asked just now."""
     form.add_error(
         None, f"That was asked for a moment ago. Please wait {exc.retry_after} seconds and try again."
