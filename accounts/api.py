@@ -1,12 +1,12 @@
 """JSON signup for non-browser clients: POST /api/signup and POST /api/signup/resend.
 
-Both answer 202 ``{"job_id", "status": "queued"}`` whether or not the address has an
-account (the job is public: ``GET /api/jobs/<job_id>`` shows its bare status to anyone),
-400 ``{"error", "fields"}`` for invalid input, and the resend 429 with Retry-After while a
-cooldown runs. They need no CSRF token: they are anonymous, read no session and set no
-cookie, and take only ``application/json`` bodies, which a cross-site HTML form cannot send
-(a script on another origin cannot either without passing a CORS preflight, which this
-site does not grant).
+Both answer 202 ``{"status": "queued"}`` whether or not the address has an account, 400
+``{"error", "fields"}`` for invalid input, and 429 with Retry-After while a cooldown runs
+(per client IP; the resend per address too). The email job's id is not given out: its
+timing and retries would say whether it sent anything. They need no CSRF token: they are
+anonymous, read no session and set no cookie, and take only ``application/json`` bodies,
+which a cross-site HTML form cannot send (a script on another origin cannot either without
+passing a CORS preflight, which this site does not grant).
 """
 
 from __future__ import annotations
@@ -42,10 +42,12 @@ def signup(request: HttpRequest) -> JsonResponse:
     if not form.is_valid():
         return field_errors(_api_field_names(form.errors.get_json_data()))
     try:
-        job_id = form.signup()
+        form.signup(client_ip=client_ip(request))
     except services.UsernameTaken:
         return field_errors(_api_field_names(form.errors.get_json_data()))
-    return _queued(job_id)
+    except CooldownActive as exc:
+        return too_many(exc.retry_after)
+    return _queued()
 
 
 @csrf_exempt
@@ -58,10 +60,10 @@ def resend(request: HttpRequest) -> JsonResponse:
     if not form.is_valid():
         return field_errors(_api_field_names(form.errors.get_json_data()))
     try:
-        job_id = services.request_signup_email(email=form.cleaned_data["email"], client_ip=client_ip(request))
+        services.request_signup_email(email=form.cleaned_data["email"], client_ip=client_ip(request))
     except CooldownActive as exc:
         return too_many(exc.retry_after)
-    return _queued(job_id)
+    return _queued()
 
 
 def _body(request: HttpRequest) -> dict[str, Any] | JsonResponse:
@@ -71,8 +73,8 @@ def _body(request: HttpRequest) -> dict[str, Any] | JsonResponse:
         return error(400, str(exc))
 
 
-def _queued(job_id: str) -> JsonResponse:
-    return JsonResponse({"job_id": job_id, "status": "queued"}, status=202)
+def _queued() -> JsonResponse:
+    return JsonResponse({"status": "queued"}, status=202)
 
 
 def _api_field_names(errors: dict[str, list[dict[str, str]]]) -> dict[str, list[str]]:

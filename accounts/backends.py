@@ -10,6 +10,8 @@ from django.http import HttpRequest
 
 from .selectors import is_verified, user_for_login
 
+_UNVERIFIED_LOGIN = "_accounts_unverified_login"
+
 
 class VerifiedAccountBackend(ModelBackend):
     """ModelBackend that takes a username or an email address in ``username`` and refuses
@@ -31,12 +33,22 @@ class VerifiedAccountBackend(ModelBackend):
             # Hash anyway, so an unknown name takes as long as a wrong password.
             get_user_model()().set_password(password)
             return None
-        if user.check_password(password) and self.user_can_authenticate(user):
+        if not user.check_password(password):
+            return None
+        if self.user_can_authenticate(user):
             return user
+        if request is not None and user.is_active and not is_verified(user=user):
+            # The login form says "not confirmed yet" from this, without a second hash.
+            setattr(request, _UNVERIFIED_LOGIN, True)
         return None
 
     def user_can_authenticate(self, user: Any) -> bool:
         return super().user_can_authenticate(user) and is_verified(user=user)
+
+
+def unverified_login(request: HttpRequest | None) -> bool:
+    """Whether this request's login had the right password for an unverified account."""
+    return bool(getattr(request, _UNVERIFIED_LOGIN, False))
 
 
 def lockout_username(request: HttpRequest | None, credentials: dict[str, Any] | None) -> str | None:

@@ -3,6 +3,9 @@
 Taking a cooldown is one statement, so two processes asking at once cannot both get it:
 the upsert writes a new deadline only where none is running, and returns a row only then.
 Call it inside the transaction of the work it guards: a rollback gives the cooldown back.
+
+The same rows hold reservations (``hold``, ``running``): a username a signup asked for is
+held for as long as an unverified signup would keep it, whichever account the address has.
 """
 
 from __future__ import annotations
@@ -23,6 +26,12 @@ VALUES (%(key)s, coalesce(%(now)s::timestamptz, now()) + %(seconds)s * interval 
 ON CONFLICT (key) DO UPDATE SET until = excluded.until
     WHERE {Cooldown._meta.db_table}.until <= coalesce(%(now)s::timestamptz, now())
 RETURNING until
+"""
+
+_HOLD = f"""
+INSERT INTO {Cooldown._meta.db_table} (key, until)
+VALUES (%(key)s, coalesce(%(now)s::timestamptz, now()) + %(seconds)s * interval '1 second')
+ON CONFLICT (key) DO UPDATE SET until = greatest({Cooldown._meta.db_table}.until, excluded.until)
 """
 
 _REMAINING = f"""
@@ -51,6 +60,16 @@ def take(*keys: tuple[str, int], now: datetime | None = None) -> None:
                 waits.append(max(1, math.ceil(found[0])) if found else 1)
     if waits:
         raise CooldownActive(retry_after=max(waits))
+
+
+def hold(key: str, seconds: int, *, now: datetime | None = None) -> None:
+    """Keep ``key`` running for at least ``seconds`` from now, whether or not it runs already."""
+    with connection.cursor() as cursor:
+        cursor.execute(_HOLD, {"key": key, "seconds": seconds, "now": now})
+
+
+def running(key: str, *, now: datetime | None = None) -> bool:
+    return Cooldown.objects.filter(key=key, until__gt=now or Now()).exists()
 
 
 def prune(*, now: datetime | None = None) -> int:

@@ -12,7 +12,8 @@ from django.urls import reverse
 from django.utils.html import format_html
 
 from . import services
-from .selectors import is_verified, normalize_email, user_for_login
+from .backends import unverified_login
+from .selectors import normalize_email
 
 
 class SignupForm(UserCreationForm):
@@ -39,13 +40,21 @@ class SignupForm(UserCreationForm):
     def clean_email(self) -> str:
         return normalize_email(self.cleaned_data["email"])
 
-    def signup(self) -> str:
-        """Sign up with the cleaned data; returns the id of the email job."""
+    def clean_username(self) -> str:
+        # A username any earlier signup asked for is held, whatever account its address had.
+        username = super().clean_username()
+        if username and services.username_held(username):
+            raise ValidationError(self.instance.unique_error_message(User, ["username"]))
+        return username
+
+    def signup(self, *, client_ip: str) -> None:
+        """Sign up with the cleaned data (CooldownActive if this client signed up just now)."""
         try:
-            return services.signup(
+            services.signup(
                 email=self.cleaned_data["email"],
                 username=self.cleaned_data["username"],
                 password=self.cleaned_data["password1"],
+                client_ip=client_ip,
             )
         except services.UsernameTaken:
             self.add_error("username", "A user with that username already exists.")
@@ -78,33 +87,27 @@ class LoginForm(AuthenticationForm):
         self.fields["username"].widget.attrs.update(maxlength=254, autocomplete="username")
 
     def get_invalid_login_error(self) -> ValidationError:
-        # Not while locked out: the lockout must not be a way to test passwords.
-        if not getattr(self.request, "axes_locked_out", False):
-            user = user_for_login(identifier=self.cleaned_data.get("username", ""))
-            password = self.cleaned_data.get("password") or ""
-            if (
-                user is not None
-                and user.is_active
-                and not is_verified(user=user)
-                and user.check_password(password)
-            ):
-                return ValidationError(
-                    format_html(
-                        'Your email address is not confirmed yet. Open the link we sent you, or <a href="{}">'
-                        "send me a new link</a>.",
-                        reverse("accounts:resend"),
-                    ),
-                    code="unverified",
-                )
+        # Not while locked out: the lockout must not be a way to test passwords. The backend
+        # has checked the password already; checking it again here would make a wrong
+        # password for an unverified account cost two hashes, and so tell it apart.
+        if not getattr(self.request, "axes_locked_out", False) and unverified_login(self.request):
+            return ValidationError(
+                format_html(
+                    'Your email address is not confirmed yet. Open the link we sent you, or <a href="{}">'
+                    "send me a new link</a>.",
+                    reverse("accounts:resend"),
+                ),
+                code="unverified",
+            )
         return super().get_invalid_login_error()
 
 
 class ResetRequestForm(PasswordResetForm):
     """Django's reset form; the email is sent by a job that makes the link when it runs."""
 
-    def save(self, *args: Any, **kwargs: Any) -> None:
-        email = self.cleaned_data["email"]
-        services.request_password_reset(email=email, users=list(self.get_users(email)))
+    def save(self, *args: Any, client_ip: str = "", **kwargs: Any) -> None:
+        """Ask for the reset email (CooldownActive if this client asked just now)."""
+        services.request_password_reset(email=self.cleaned_data["email"], client_ip=client_ip)
 
 
 class ResetPasswordForm(SetPasswordForm):
@@ -113,5 +116,5 @@ class ResetPasswordForm(SetPasswordForm):
     def save(self, commit: bool = True) -> Any:
         user = super().save(commit=commit)
         if commit:
-            services.mark_verified(user=user)
+            services.password_reset_done(user=user)
         return user

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import unicodedata
 from datetime import datetime
 from typing import Any
 
@@ -14,11 +15,27 @@ from .tokens import api_token_digest, email_verification_token
 
 
 def normalize_email(email: str) -> str:
-    """The form addresses are compared and stored in: trimmed, lower case.
+    """The form addresses are compared and stored in: trimmed, the local part in NFC and
+    lower case, the domain as its IDNA A-label (``exämple.com`` -> ``xn--exmple-cua.com``).
 
     Lower-casing the local part is not what RFC 5321 says, but it is what every mail
-    provider people sign up with does, and it makes "Ann@x" and "ann@x" one account."""
-    return email.strip().lower()
+    provider people sign up with does, and it makes "Ann@x" and "ann@x" one account. One
+    domain has several Unicode spellings (NFC, NFD, punycode) that reach one mailbox;
+    IDNA's mapping (NFKC and case folding) turns them all into one ASCII form."""
+    local, at, domain = unicodedata.normalize("NFC", email.strip()).rpartition("@")
+    if not at:
+        return domain.lower()
+    return f"{local.lower()}@{_domain_a_label(domain)}"
+
+
+def _domain_a_label(domain: str) -> str:
+    folded = domain.casefold()
+    try:
+        # Python's codec (IDNA 2003: nameprep, then punycode) is what Django's own email
+        # validator uses for internationalised domains.
+        return folded.encode("idna").decode("ascii")
+    except UnicodeError:
+        return folded  # not a valid domain name; the form's validator has said so already
 
 
 def user_by_email(*, email: str) -> Any | None:
@@ -32,7 +49,7 @@ def user_for_login(*, identifier: str) -> Any | None:
         return None
     users = get_user_model().objects.select_related("account")
     if "@" in identifier:
-        found = users.filter(email__iexact=identifier).first()
+        found = users.filter(email__iexact=normalize_email(identifier)).first()
         if found is not None:
             return found
     return users.filter(username=identifier).first()

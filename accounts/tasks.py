@@ -16,8 +16,9 @@ from . import cooldowns, emails, services
 @task(takes_context=True, **EMAIL_TASK_OPTIONS)
 def send_signup_email(context: TaskContext, user_id: int | None) -> dict[str, Any]:
     """The one task behind every signup and "new link" request, for new and existing
-    addresses alike (``user_id`` is None for an address with no account: nothing to send),
-    so neither the job's status nor its task tells them apart."""
+    addresses alike (``user_id`` is None for an address with no account: nothing to send).
+    Its jobs are private: how long one runs, or whether it waits for a retry, says whether
+    it sent anything, so no anonymous caller is given its id."""
     user = get_user_model().objects.filter(pk=user_id).first() if user_id is not None else None
     if user is None or not user.email:
         return {"status": "no account"}
@@ -25,8 +26,10 @@ def send_signup_email(context: TaskContext, user_id: int | None) -> dict[str, An
 
 
 @task(takes_context=True, **EMAIL_TASK_OPTIONS)
-def send_password_reset_email(context: TaskContext, user_id: int) -> dict[str, Any]:
-    user = get_user_model().objects.filter(pk=user_id, is_active=True).first()
+def send_password_reset_email(context: TaskContext, user_id: int | None) -> dict[str, Any]:
+    """Every reset request enqueues it (``user_id`` is None for an unknown address)."""
+    users = get_user_model().objects.filter(is_active=True)
+    user = users.filter(pk=user_id).first() if user_id is not None else None
     if user is None or not user.email or not user.has_usable_password():
         return {"status": "no account"}
     return emails.send_password_reset_email(user, job_id=context.task_result.id)

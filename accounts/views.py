@@ -7,6 +7,7 @@ from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth import views as auth_views
+from django.forms import BaseForm
 from django.http import HttpRequest, HttpResponse, HttpResponseBase
 from django.shortcuts import redirect, render
 from django.urls import reverse_lazy
@@ -27,9 +28,11 @@ def signup(request: HttpRequest) -> HttpResponse:
     form = SignupForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         try:
-            form.signup()
+            form.signup(client_ip=client_ip(request))
         except services.UsernameTaken:
             pass  # the form carries the error now
+        except CooldownActive as exc:
+            return _too_soon(request, "accounts/signup.html", form, exc)
         else:
             return redirect("accounts:signup_done")
     return render(request, "accounts/signup.html", {"form": form})
@@ -60,7 +63,10 @@ def verify(request: HttpRequest) -> HttpResponse:
     if user is None:
         return _invalid_link(request)
     return render(
-        request, "accounts/verify_confirm.html", {"email": user.email, "uid": uidb64, "token": token}
+        request,
+        "accounts/verify_confirm.html",
+        # The username too: someone else may have signed up with this address first.
+        {"email": user.email, "username": user.get_username(), "uid": uidb64, "token": token},
     )
 
 
@@ -71,15 +77,19 @@ def resend(request: HttpRequest) -> HttpResponse:
         try:
             services.request_signup_email(email=form.cleaned_data["email"], client_ip=client_ip(request))
         except CooldownActive as exc:
-            form.add_error(
-                None,
-                f"A link was asked for a moment ago. Please wait {exc.retry_after} seconds and try again.",
-            )
-            response = render(request, "accounts/resend.html", {"form": form}, status=429)
-            response["Retry-After"] = str(exc.retry_after)
-            return response
+            return _too_soon(request, "accounts/resend.html", form, exc)
         return redirect("accounts:signup_done")
     return render(request, "accounts/resend.html", {"form": form})
+
+
+def _too_soon(request: HttpRequest, template: str, form: BaseForm, exc: CooldownActive) -> HttpResponse:
+    """The form again, 429 with Retry-After: this client (or this address) asked just now."""
+    form.add_error(
+        None, f"That was asked for a moment ago. Please wait {exc.retry_after} seconds and try again."
+    )
+    response = render(request, template, {"form": form}, status=429)
+    response["Retry-After"] = str(exc.retry_after)
+    return response
 
 
 def _invalid_link(request: HttpRequest) -> HttpResponse:
@@ -101,6 +111,13 @@ class PasswordResetView(auth_views.PasswordResetView):
     form_class = ResetRequestForm
     template_name = "accounts/password_reset_form.html"
     success_url = reverse_lazy("accounts:password_reset_done")
+
+    def form_valid(self, form: ResetRequestForm) -> HttpResponse:  # type: ignore[override]
+        try:
+            form.save(client_ip=client_ip(self.request))
+        except CooldownActive as exc:
+            return _too_soon(self.request, self.template_name, form, exc)
+        return redirect(self.get_success_url())
 
 
 class PasswordResetDoneView(auth_views.PasswordResetDoneView):

@@ -279,8 +279,10 @@ PASSWORD_RESET_TIMEOUT = env.int("PASSWORD_RESET_TIMEOUT", default=3600)
 # Verification links stay valid this long (seconds); never-verified signups older than this
 # (since their last link) are deleted by the accounts.delete_unverified_signups schedule.
 ACCOUNTS_VERIFICATION_MAX_AGE = env.int("ACCOUNTS_VERIFICATION_MAX_AGE", default=3 * 86400)
-# "Send me a new link" (and password-reset emails): at most one per address per this many
-# seconds, and one per client IP per the other; shared by every process through the database.
+# Emails anyone may ask for: "send me a new link" and password-reset emails at most once per
+# address per ACCOUNTS_RESEND_COOLDOWN_ADDRESS seconds; signups, new links and password
+# resets each at most once per client IP per ACCOUNTS_RESEND_COOLDOWN_IP seconds (answered
+# 429 with Retry-After); shared by every process through the database.
 ACCOUNTS_RESEND_COOLDOWN_ADDRESS = env.int("ACCOUNTS_RESEND_COOLDOWN_ADDRESS", default=120)
 ACCOUNTS_RESEND_COOLDOWN_IP = env.int("ACCOUNTS_RESEND_COOLDOWN_IP", default=20)
 # Reverse proxies in front of the site that append the client's address to X-Forwarded-For.

@@ -3,10 +3,12 @@ jobs through the real claim and executor code, read the links out of the receive
 
 from __future__ import annotations
 
+import itertools
 from datetime import datetime
 from typing import Any
 
 from django.contrib.auth import get_user_model
+from django.contrib.auth.hashers import MD5PasswordHasher
 from django.test import Client
 from django.urls import reverse
 
@@ -15,12 +17,23 @@ from tests import factories
 
 PASSWORD = "a-long-and-unusual-passphrase-42"
 
+# Signups are limited per client IP: each test signup comes from its own address unless
+# the test names one.
+_client_ips = (f"10.77.{n // 250}.{n % 250 + 1}" for n in itertools.count())
 
-def signup(client: Client, *, email: str, username: str, password: str = PASSWORD) -> Any:
+
+def signup(
+    client: Client, *, email: str, username: str, password: str = PASSWORD, ip: str | None = None
+) -> Any:
     return client.post(
         reverse("accounts:signup"),
         {"email": email, "username": username, "password1": password, "password2": password},
+        REMOTE_ADDR=ip or next(_client_ips),
     )
+
+
+def fresh_ip() -> str:
+    return next(_client_ips)
 
 
 def run_email_jobs(*, now: datetime | None = None) -> list[dict[str, Any]]:
@@ -39,3 +52,22 @@ def unverified_user(*, username: str, email: str, password: str = PASSWORD) -> A
     user = get_user_model().objects.create_user(username=username, email=email, password=password)
     Account.objects.create(user=user)
     return user
+
+
+class CountingHasher(MD5PasswordHasher):
+    """A fast hasher that counts the hashes it computes (verify computes one too): tests
+    compare the work of two branches by count, never by the clock."""
+
+    algorithm = "counting_md5"
+    computed = 0
+
+    def encode(self, password: str, salt: str) -> str:
+        type(self).computed += 1
+        return super().encode(password, salt)
+
+
+def count_hashes() -> Any:
+    """Settings under which every password hash is counted by CountingHasher."""
+    from django.test import override_settings
+
+    return override_settings(PASSWORD_HASHERS=["tests.accounts_support.CountingHasher"])

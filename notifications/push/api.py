@@ -1,9 +1,10 @@
 """The devices API: ``POST /api/devices``, ``GET /api/devices``, ``DELETE /api/devices/<id>``.
 
-Whoever ``request.user`` is decides: a session login, or any middleware that sets the user
-from an ``Authorization: Bearer`` token. Session requests must carry the CSRF token (the
-cookie is ambient authority); requests with an Authorization header need none, since no
-other site can make a browser send that header.
+Whoever ``request.user`` is decides: a session login, or a valid ``Authorization: Bearer``
+token (accounts.authentication). Only a valid bearer token skips the CSRF check: any other
+Authorization header (HTTP basic, a bad token) leaves the session user in place, and a
+browser resends basic credentials on cross-site requests as it does cookies. Bodies must be
+``application/json``, which no cross-site HTML form can send.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from typing import TYPE_CHECKING, Any, cast
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.middleware.csrf import CsrfViewMiddleware
 from django.views.decorators.csrf import csrf_exempt
+
+from accounts.authentication import bearer_token_state
 
 from . import selectors, services
 from .exceptions import InvalidDevice
@@ -57,7 +60,7 @@ def api_view(methods: tuple[str, ...]) -> Callable[[View], View]:
                 )
                 response["WWW-Authenticate"] = 'Bearer realm="api"'
                 return response
-            if "HTTP_AUTHORIZATION" not in request.META and request.method not in ("GET", "HEAD"):
+            if bearer_token_state(request) != "valid" and request.method not in ("GET", "HEAD"):
                 refused = _csrf_failure(request)
                 if refused is not None:
                     return _error(
@@ -89,6 +92,9 @@ def devices(request: HttpRequest) -> HttpResponse:
         return JsonResponse(
             {"devices": [_device_json(d) for d in selectors.device_list(user=_user(request))]}
         )
+    if request.content_type != "application/json":
+        got = request.content_type or "none"
+        return _error(400, f"send a JSON object with Content-Type: application/json (got {got})")
     try:
         body = json.loads(request.body or b"null")
     except (ValueError, UnicodeDecodeError):

@@ -71,6 +71,14 @@ def devices_deactivate(*, device_ids: Iterable[int], reason: str) -> int:
     )
 
 
+def user_devices_deactivate(*, user: User, reason: str) -> int:
+    """Deactivate every device ``user`` has registered (their credentials changed hands);
+    the app registers again once signed in anew."""
+    return Device.objects.filter(user=user, active=True).update(
+        active=False, deactivated_at=timezone.now(), deactivation_reason=reason
+    )
+
+
 def devices_reactivate(*, device_ids: Iterable[int]) -> int:
     return Device.objects.filter(id__in=list(device_ids), active=False).update(
         active=True, deactivated_at=None, deactivation_reason=""

@@ -3,11 +3,12 @@ checks, deletion, and who may call it."""
 
 from __future__ import annotations
 
+import base64
 import json
 from typing import Any
 
 import pytest
-from django.test import Client
+from django.test import Client, override_settings
 
 from accounts.services import create_api_token
 from notifications.push.models import Device
@@ -93,11 +94,17 @@ def test_bad_registrations_get_400_with_the_field_at_fault(
     assert not Device.objects.exists()
 
 
-@pytest.mark.parametrize("body", ["not json", b"\xff\xfe", "[1, 2]", ""])
+@pytest.mark.parametrize("body", ["not json", b"\xff\xfe", "[1, 2]"])
 def test_a_body_that_is_not_a_json_object_gets_400(ana: Any, body: Any) -> None:
     response = post(client_for(ana), body)
     assert response.status_code == 400
     assert response.json() == {"error": "the body must be a JSON object"}
+
+
+def test_an_empty_body_gets_400(ana: Any) -> None:
+    # The test client sends no Content-Type with an empty body.
+    response = post(client_for(ana), "")
+    assert response.status_code == 400 and "Content-Type: application/json" in response.json()["error"]
 
 
 def test_anonymous_requests_get_401(ana: Any) -> None:
@@ -154,3 +161,30 @@ def test_other_methods_get_405(ana: Any) -> None:
     response = client_for(ana).put("/api/devices", data="{}", content_type="application/json")
     assert response.status_code == 405
     assert response["Allow"] == "GET, POST"
+
+
+@override_settings(DEBUG=False)
+def test_a_basic_auth_header_does_not_skip_the_csrf_check(ana: Any) -> None:
+    # A cross-site text/plain form, sent by a browser that holds both the session cookie
+    # and HTTP basic credentials for this site: only a valid bearer token skips CSRF.
+    client = client_for(ana, enforce_csrf_checks=True)
+    basic = "Basic " + base64.b64encode(b"ana:secret").decode()
+    body = json.dumps({"platform": "ios", "token": apns_token()})
+    for content_type in ("text/plain", "application/json"):
+        refused = client.post("/api/devices", data=body, content_type=content_type, HTTP_AUTHORIZATION=basic)
+        assert refused.status_code == 403, content_type
+    assert not Device.objects.exists()
+
+
+@override_settings(DEBUG=False)
+def test_registrations_must_be_json_whoever_sends_them(ana: Any) -> None:
+    _, secret = create_api_token(user=ana, name="phone app")
+    body = json.dumps({"platform": "ios", "token": apns_token()})
+    by_token = Client(enforce_csrf_checks=True).post(
+        "/api/devices", data=body, content_type="text/plain", HTTP_AUTHORIZATION=f"Bearer {secret}"
+    )
+    by_session = client_for(ana).post("/api/devices", data=body, content_type="text/plain")
+    for response in (by_token, by_session):
+        assert response.status_code == 400
+        assert "Content-Type: application/json" in response.json()["error"]
+    assert not Device.objects.exists()
