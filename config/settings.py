@@ -412,6 +412,9 @@ LOGGING = {
     },
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
     "loggers": {
+        # Django's own "django" logger prints to stderr in DEBUG besides propagating here:
+        # every request warning ("Not Found: ...") came out twice. Its records go to root alone.
+        "django": {"handlers": [], "level": "INFO", "propagate": True},
         "django.tasks": {"level": "WARNING"},
         "jobs": {"level": env.str("JOBS_LOG_LEVEL", default=LOG_LEVEL), "propagate": True},
         # One line per finished job: successes at INFO, retries at WARNING, dead at ERROR.

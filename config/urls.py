@@ -1,5 +1,7 @@
 from django.contrib import admin
+from django.templatetags.static import static
 from django.urls import include, path
+from django.views.generic import RedirectView
 
 from accounts import api as accounts_api
 from accounts import views as accounts_views
@@ -12,6 +14,8 @@ admin.autodiscover()
 
 urlpatterns = [
     path("", accounts_views.home, name="home"),
+    # Browsers ask every site for /favicon.ico (the admin's pages name no icon).
+    path("favicon.ico", RedirectView.as_view(url=static("favicon.svg"), permanent=True)),
     path("accounts/", include("accounts.urls")),
     # The console's dashboard lives with the jobs in the admin (before the admin's own routes).
     path("admin/jobs/dashboard/", admin.site.admin_view(jobs_dashboard.view), name="jobs-dashboard"),
