@@ -21,7 +21,7 @@ from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
-from . import limits, observe, otel, signals, store
+from . import limits, observe, otel, pooler, signals, store
 from .conf import MAX_LEASE_SECONDS, JobsSettings, jobs_settings
 from .exceptions import BadTaskOptions, InvalidPayload
 from .ids import uuid7, uuid7_many
@@ -36,6 +36,9 @@ from .states import TASK_STATUS, State
 # Longest dedupe key and trace id accepted at enqueue (characters).
 MAX_DEDUPE_KEY_LENGTH = 500
 MAX_TRACE_ID_LENGTH = 200
+# Database aliases this process found reachable directly or through a pooler in session
+# mode, where prepared enqueues are safe (pooler.refuse_transaction_pooler).
+_direct_or_session: set[str] = set()
 
 # Options that @task(...) and .using(...) accept beyond Django's own.
 JOB_OPTIONS = (
@@ -525,6 +528,8 @@ class PostgresBackend(BaseTaskBackend):
         conn.validate_no_broken_transaction()
         conn.ensure_connection()
         raw = conn.connection
+        if jobs_settings().PREPARED_STATEMENTS and self.database not in _direct_or_session:
+            self._refuse_transaction_pooler(raw)
         if jobs_settings().PREPARED_STATEMENTS and raw.prepare_threshold is None:
             # Django turns psycopg's prepared statements off (for poolers that cannot keep
             # them). Its own cursors bind on the client and never prepare anyway; this lets
@@ -538,6 +543,17 @@ class PostgresBackend(BaseTaskBackend):
             kept = psycopg.Cursor(raw)
             conn._jobs_enqueue_cursor = kept  # type: ignore[attr-defined]
         return kept
+
+    def _refuse_transaction_pooler(self, raw: psycopg.Connection) -> None:
+        """Prepared enqueues through a pooler in transaction mode fail or run another
+        client's statement: a clear error instead, once per process (a database's pooler
+        does not come and go while the process lives)."""
+        from .worker.db import connect
+
+        pooler.refuse_transaction_pooler(
+            raw, lambda: connect(self.database, application_name="jobs-pooler-check")
+        )
+        _direct_or_session.add(self.database)
 
     def _insert(
         self, calls: list[tuple[Task, Sequence[Any], dict[str, Any]]], rows: list[store.NewJob]
