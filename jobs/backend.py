@@ -22,7 +22,7 @@ from django.utils import timezone
 from django.utils.module_loading import import_string
 
 from . import limits, observe, otel, pooler, signals, store
-from .conf import MAX_LEASE_SECONDS, JobsSettings, jobs_settings
+from .conf import MAX_LEASE_SECONDS, MIN_LEASE_SECONDS, JobsSettings, jobs_settings
 from .exceptions import BadTaskOptions, InvalidPayload
 from .ids import uuid7, uuid7_many
 from .limits import InvalidLimit, LimitSpec, task_limit_name
@@ -261,8 +261,14 @@ class PostgresBackend(BaseTaskBackend):
             value = getattr(task, name)
             if value is not None and not (isinstance(value, int | float) and value > 0):
                 raise InvalidTask(f"{name} must be a positive number of seconds.")
-        if task.lease_seconds is not None and not (0 < task.lease_seconds <= MAX_LEASE_SECONDS):
-            raise InvalidTask(f"lease_seconds must be between 0 and {MAX_LEASE_SECONDS:g}.")
+        if task.lease_seconds is not None and not (
+            MIN_LEASE_SECONDS <= task.lease_seconds <= MAX_LEASE_SECONDS
+        ):
+            raise InvalidTask(
+                f"lease_seconds must be between {MIN_LEASE_SECONDS:g} and {MAX_LEASE_SECONDS:g} "
+                "(extended every third of it, a lease must leave room for a stalled extension "
+                "to be noticed and retried)."
+            )
         if task.soft_timeout and task.timeout and task.soft_timeout >= task.timeout:
             raise InvalidTask("soft_timeout must be shorter than timeout.")
         if task.dedupe_key is not None and not _bounded_text(task.dedupe_key, MAX_DEDUPE_KEY_LENGTH):
@@ -528,7 +534,7 @@ class PostgresBackend(BaseTaskBackend):
         conn.validate_no_broken_transaction()
         conn.ensure_connection()
         raw = conn.connection
-        if jobs_settings().PREPARED_STATEMENTS and self.database not in _direct_or_session:
+        if not jobs_settings().POOLED and self.database not in _direct_or_session:
             self._refuse_transaction_pooler(raw)
         if jobs_settings().PREPARED_STATEMENTS and raw.prepare_threshold is None:
             # Django turns psycopg's prepared statements off (for poolers that cannot keep

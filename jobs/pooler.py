@@ -4,9 +4,10 @@ sessions.
 
 Prepared statements are session state. Through such a pooler one client's ``_pg3_0`` is
 missing on the next server session (InvalidSqlStatementName), already taken there by another
-client (DuplicatePreparedStatement), or is another client's statement of the same name. So
-with prepared statements on (JOBS_POOLED unset), workers and enqueues refuse to run there
-instead of running jobs wrongly.
+client (DuplicatePreparedStatement), or is another client's statement of the same name;
+LISTEN and server-side cursors are session state too. So unless the deployment says so
+(JOBS_POOLED, which turns those off), workers and enqueues refuse to run there instead of
+running jobs wrongly.
 """
 
 from __future__ import annotations

@@ -116,7 +116,7 @@ def refuse_unusable_database(database: str = "default") -> None:
     """Connect once: raise DatabaseRefused (with what to fix) if the server refuses the
     configured database, role or password, or if the database lacks the queue's latest
     migration (every claim would fail on a missing table or column, for ever), or if it goes
-    through a pooler in transaction mode with prepared statements on (JOBS_POOLED unset:
+    through a pooler in transaction mode that the settings do not declare (JOBS_POOLED unset:
     claims would fail or run the wrong statement, jobs would die or run twice). A server that
     does not answer yet (starting, restarting, unreachable for a moment) is left to the
     reconnect loops."""
@@ -138,7 +138,7 @@ def refuse_unusable_database(database: str = "default") -> None:
                 f"cannot use database {name!r}: the queue's migration {missing} is not applied there. "
                 "Run `manage.py migrate` (or check DATABASE_URL)"
             )
-        if jobs_settings().PREPARED_STATEMENTS:
+        if not jobs_settings().POOLED:
             try:
                 refuse_transaction_pooler(conn, lambda: connect(database, application_name="jobs-check"))
             except TransactionPooler as exc:

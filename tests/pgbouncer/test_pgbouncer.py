@@ -240,7 +240,10 @@ def test_without_jobs_pooled_a_transaction_pooler_is_refused_at_once(pgbouncer: 
     env.pop("JOBS_POOLED", None)
     waiting = basic.record.enqueue("waiting").id
     proc = manage("runworker", "--burst", env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    output, _ = proc.communicate(timeout=60)
+    try:
+        output, _ = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
     assert proc.returncode == 78, output
     assert "pooler in transaction mode" in output and "set JOBS_POOLED=true" in output, output
     assert "worker_started" not in output and "claim_failed" not in output
