@@ -196,6 +196,7 @@ JOBS = {
     # Prepared statements (enqueue, claim, outcomes); off behind PgBouncer < 1.21 in
     # transaction mode (JOBS_POOLED turns them off).
     "PREPARED_STATEMENTS": env.bool("JOBS_PREPARED_STATEMENTS", default=not JOBS_POOLED),
+    "POOLED": JOBS_POOLED,
     # Each runworker's Prometheus /metrics (0: off); the address it listens on.
     "METRICS_PORT": env.int("JOBS_METRICS_PORT", default=0),
     "METRICS_ADDR": env.str("JOBS_METRICS_ADDR", default="127.0.0.1"),

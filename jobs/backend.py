@@ -21,8 +21,8 @@ from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist
 from django.utils import timezone
 from django.utils.module_loading import import_string
 
-from . import limits, observe, otel, signals, store
-from .conf import MAX_LEASE_SECONDS, JobsSettings, jobs_settings
+from . import limits, observe, otel, pooler, signals, store
+from .conf import MAX_LEASE_SECONDS, MIN_LEASE_SECONDS, JobsSettings, jobs_settings
 from .exceptions import BadTaskOptions, InvalidPayload
 from .ids import uuid7, uuid7_many
 from .limits import InvalidLimit, LimitSpec, task_limit_name
@@ -36,6 +36,9 @@ from .states import TASK_STATUS, State
 # Longest dedupe key and trace id accepted at enqueue (characters).
 MAX_DEDUPE_KEY_LENGTH = 500
 MAX_TRACE_ID_LENGTH = 200
+# Database aliases this process found reachable directly or through a pooler in session
+# mode, where prepared enqueues are safe (pooler.refuse_transaction_pooler).
+_direct_or_session: set[str] = set()
 
 # Options that @task(...) and .using(...) accept beyond Django's own.
 JOB_OPTIONS = (
@@ -258,8 +261,14 @@ class PostgresBackend(BaseTaskBackend):
             value = getattr(task, name)
             if value is not None and not (isinstance(value, int | float) and value > 0):
                 raise InvalidTask(f"{name} must be a positive number of seconds.")
-        if task.lease_seconds is not None and not (0 < task.lease_seconds <= MAX_LEASE_SECONDS):
-            raise InvalidTask(f"lease_seconds must be between 0 and {MAX_LEASE_SECONDS:g}.")
+        if task.lease_seconds is not None and not (
+            MIN_LEASE_SECONDS <= task.lease_seconds <= MAX_LEASE_SECONDS
+        ):
+            raise InvalidTask(
+                f"lease_seconds must be between {MIN_LEASE_SECONDS:g} and {MAX_LEASE_SECONDS:g} "
+                "(extended every third of it, a lease must leave room for a stalled extension "
+                "to be noticed and retried)."
+            )
         if task.soft_timeout and task.timeout and task.soft_timeout >= task.timeout:
             raise InvalidTask("soft_timeout must be shorter than timeout.")
         if task.dedupe_key is not None and not _bounded_text(task.dedupe_key, MAX_DEDUPE_KEY_LENGTH):
@@ -525,6 +534,8 @@ class PostgresBackend(BaseTaskBackend):
         conn.validate_no_broken_transaction()
         conn.ensure_connection()
         raw = conn.connection
+        if not jobs_settings().POOLED and self.database not in _direct_or_session:
+            self._refuse_transaction_pooler(raw)
         if jobs_settings().PREPARED_STATEMENTS and raw.prepare_threshold is None:
             # Django turns psycopg's prepared statements off (for poolers that cannot keep
             # them). Its own cursors bind on the client and never prepare anyway; this lets
@@ -538,6 +549,17 @@ class PostgresBackend(BaseTaskBackend):
             kept = psycopg.Cursor(raw)
             conn._jobs_enqueue_cursor = kept  # type: ignore[attr-defined]
         return kept
+
+    def _refuse_transaction_pooler(self, raw: psycopg.Connection) -> None:
+        """Prepared enqueues through a pooler in transaction mode fail or run another
+        client's statement: a clear error instead, once per process (a database's pooler
+        does not come and go while the process lives)."""
+        from .worker.db import connect
+
+        pooler.refuse_transaction_pooler(
+            raw, lambda: connect(self.database, application_name="jobs-pooler-check")
+        )
+        _direct_or_session.add(self.database)
 
     def _insert(
         self, calls: list[tuple[Task, Sequence[Any], dict[str, Any]]], rows: list[store.NewJob]

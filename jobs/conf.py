@@ -48,6 +48,9 @@ class JobsSettings:
     # Enqueue prepares its INSERT once per connection. Turn off behind a pooler in
     # transaction mode that does not track prepared statements (PgBouncer < 1.21).
     PREPARED_STATEMENTS: bool = True
+    # The deployment says DATABASE_URL goes through a pooler in transaction mode
+    # (JOBS_POOLED). Unset, a worker that finds one refuses to start (jobs/pooler.py).
+    POOLED: bool = False
     # A direct connection (libpq URL) for LISTEN when DATABASE_URL goes through a pooler in
     # transaction mode, which cannot keep a LISTEN; empty: LISTEN on the database's own.
     LISTEN_URL: str = ""
@@ -66,6 +69,10 @@ class JobsSettings:
 
 # SQS's ceiling for a visibility timeout.
 MAX_LEASE_SECONDS = 12 * 3600.0
+# A lease is extended every third of its length; a late extension is noticed half an
+# interval later and a new housekeeper (fork, connect, extend) has half a lease left to
+# catch up. Below a second that is less time than a restart takes on a busy machine.
+MIN_LEASE_SECONDS = 1.0
 
 
 @cache

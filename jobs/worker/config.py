@@ -4,11 +4,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..conf import JobsSettings
+from ..conf import MAX_LEASE_SECONDS, MIN_LEASE_SECONDS, JobsSettings
 
 
 class QueueSpecError(ValueError):
     """A --queues value that cannot be parsed."""
+
+
+class LeaseOutOfRange(ValueError):
+    """JOBS_LEASE_SECONDS too short for its heartbeats to be kept, or too long."""
 
 
 def parse_queues(spec: str, *, known: set[str] | None = None) -> tuple[tuple[str, int], ...]:
@@ -69,6 +73,15 @@ class WorkerConfig:
     # /metrics served by the housekeeper on this port (0: off, and nothing is counted).
     metrics_port: int = 0
     metrics_addr: str = "127.0.0.1"
+
+    def __post_init__(self) -> None:
+        if not MIN_LEASE_SECONDS <= self.lease_seconds <= MAX_LEASE_SECONDS:
+            raise LeaseOutOfRange(
+                f"JOBS_LEASE_SECONDS={self.lease_seconds:g} is out of range: it must be at least "
+                f"{MIN_LEASE_SECONDS:g} s (leases are extended every third of it, and a stalled "
+                "extension must be noticed and its housekeeper restarted within one lease) and "
+                f"at most {MAX_LEASE_SECONDS:g} s"
+            )
 
     @classmethod
     def from_settings(cls, conf: JobsSettings, **options: object) -> WorkerConfig:

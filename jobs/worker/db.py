@@ -20,6 +20,7 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.types.json import set_json_loads
 
 from ..conf import jobs_settings
+from ..pooler import TransactionPooler, refuse_transaction_pooler
 
 logger = logging.getLogger("jobs.worker")
 
@@ -114,7 +115,9 @@ class DatabaseRefused(Exception):
 def refuse_unusable_database(database: str = "default") -> None:
     """Connect once: raise DatabaseRefused (with what to fix) if the server refuses the
     configured database, role or password, or if the database lacks the queue's latest
-    migration (every claim would fail on a missing table or column, for ever). A server that
+    migration (every claim would fail on a missing table or column, for ever), or if it goes
+    through a pooler in transaction mode that the settings do not declare (JOBS_POOLED unset:
+    claims would fail or run the wrong statement, jobs would die or run twice). A server that
     does not answer yet (starting, restarting, unreachable for a moment) is left to the
     reconnect loops."""
     name = settings.DATABASES[database].get("NAME")
@@ -130,11 +133,16 @@ def refuse_unusable_database(database: str = "default") -> None:
         return
     with conn:
         missing = _missing_migration(conn)
-    if missing:
-        raise DatabaseRefused(
-            f"cannot use database {name!r}: the queue's migration {missing} is not applied there. "
-            "Run `manage.py migrate` (or check DATABASE_URL)"
-        )
+        if missing:
+            raise DatabaseRefused(
+                f"cannot use database {name!r}: the queue's migration {missing} is not applied there. "
+                "Run `manage.py migrate` (or check DATABASE_URL)"
+            )
+        if not jobs_settings().POOLED:
+            try:
+                refuse_transaction_pooler(conn, lambda: connect(database, application_name="jobs-check"))
+            except TransactionPooler as exc:
+                raise DatabaseRefused(f"cannot use database {name!r}: {exc}") from exc
 
 
 _MIGRATIONS = Path(__file__).resolve().parent.parent / "migrations"

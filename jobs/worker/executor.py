@@ -49,6 +49,7 @@ class Executor:
         wake_r: int | None = None,
         wake_w: int | None = None,
         metrics: MetricsTable | None = None,
+        claims_held: Any = None,
     ) -> None:
         self.config = config
         self.index = index
@@ -77,7 +78,13 @@ class Executor:
         self.publisher = Publisher(metrics, index) if metrics is not None else None
         tally = self.publisher.tally if self.publisher is not None else None
         self.feeder = Feeder(
-            config, token=token, db=self.db, lanes=lanes, wake_fd=wake_r, publisher=self.publisher
+            config,
+            token=token,
+            db=self.db,
+            lanes=lanes,
+            wake_fd=wake_r,
+            publisher=self.publisher,
+            claims_held=claims_held,
         )
         self.attempts = Attempts(config, token=token, tally=tally)
         if tally is not None:

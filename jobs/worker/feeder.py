@@ -67,6 +67,8 @@ MARK_AFTER = 0.002
 # After a claim that found nothing, the next one waits for a wake-up or the poll interval;
 # after a failed statement, this long.
 RETRY_AFTER = 1.0
+# While the supervisor holds the claims, they are looked at again this often.
+HELD_RECHECK = 0.1
 # After a claim that found jobs, claims that find nothing are followed by one more this
 # soon, then one more this soon, before the executor waits for a wake-up or the poll: a job
 # enqueued alone while its queue had a due job sends no wake-up (insert_one.sql), and may
@@ -126,8 +128,11 @@ class Feeder:
         lanes: dict[str, Lane],
         wake_fd: int | None = None,
         publisher: Publisher | None = None,
+        claims_held: Any = None,
     ) -> None:
         self.config = config
+        # The supervisor's word: nonzero while leases cannot be extended (no claims then).
+        self.claims_held = claims_held
         # How much expected work it claims ahead, and how long rows may wait behind running
         # handlers: at most half the claim lease, within which every row must start.
         self.horizon = min(config.prefetch_horizon, store.UNSTARTED_LEASE / 2)
@@ -514,6 +519,10 @@ class Feeder:
         with self.cv:
             turn = bool(self.rate_turns) and now >= self.rate_turns[0]
             if self.stopping or (now < self.idle_until and not turn):
+                return False
+            if self.claims_held is not None and self.claims_held.value:
+                # Looked at again soon; the supervisor's wake-up ends the wait sooner.
+                self.idle_until = now + HELD_RECHECK
                 return False
             while self.rate_turns and self.rate_turns[0] <= now:
                 heapq.heappop(self.rate_turns)

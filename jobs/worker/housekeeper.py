@@ -12,7 +12,9 @@ What it does, each on the database's clock:
   entries), every third of the shortest lease in hand (a claimed job's lease is short
   until it starts: store.UNSTARTED_LEASE); rows another transaction has locked are
   skipped and retried within ``RETRY_LOCKED``, so one lock never stops the others'
-  extensions; keeps the worker's registry row fresh;
+  extensions; keeps the worker's registry row fresh; tells the supervisor when the next
+  extension is late (half an interval after it was due), so that a session that froze in
+  a statement is replaced well within the lease;
 * **reaps** leases that ran out, as soon as the earliest one does (plus a grace and a
   little jitter), so a dead worker's job is runnable again within about its lease, however
   long that is;
@@ -64,6 +66,10 @@ FAIL_FAST_LIBPQ = {
 }
 # The registry row and the leases are refreshed at least this often.
 MAX_HEARTBEAT_INTERVAL = 10.0
+# A lease extension is late this many heartbeat intervals after the last one: the
+# supervisor then holds the claims and restarts the housekeeper, with half a lease left
+# for its successor to connect and extend.
+BEAT_LATE_AFTER = 1.5
 # A heartbeat that skipped locked rows tries them again this soon.
 RETRY_LOCKED = 0.1
 # The earliest lease and due time are read at least this often (a job claimed with a
@@ -134,6 +140,8 @@ class Housekeeper:
     metrics: MetricsTable | None = None
     executors_alive: Any = None
     last_beat_word: Any = None
+    # When the next lease extension is late (monotonic), for the supervisor.
+    beat_late_word: Any = None
     settlements: list[Settlement] = field(default_factory=list)
     stopping: bool = False
 
@@ -287,9 +295,13 @@ class Housekeeper:
         """Beat every third of the shortest lease in hand (looked at every tick, so a job
         with a short lease that starts right after a beat gets its extension in time)."""
         _, shortest, _ = self._in_hand()
-        self.next_heartbeat = min(
-            self.next_heartbeat, self.last_beat + min(MAX_HEARTBEAT_INTERVAL, shortest / 3)
-        )
+        interval = min(MAX_HEARTBEAT_INTERVAL, shortest / 3)
+        self.next_heartbeat = min(self.next_heartbeat, self.last_beat + interval)
+        if self.beat_late_word is not None and self.last_beat > -float("inf"):
+            # A job with a shorter lease started: its extensions are due sooner.
+            late_at = self.last_beat + BEAT_LATE_AFTER * interval
+            if late_at < self.beat_late_word.value:
+                self.beat_late_word.value = late_at
 
     def _heartbeat(self, now: float) -> None:
         held, shortest, tokens = self._in_hand()
@@ -315,6 +327,8 @@ class Housekeeper:
             self.next_heartbeat = now + interval
             if self.last_beat_word is not None:
                 self.last_beat_word.value = time.time()
+            if self.beat_late_word is not None:
+                self.beat_late_word.value = now + BEAT_LATE_AFTER * interval
         # Skipped while another transaction had them locked: try those again soon. A job no
         # longer held (cancelled, reaped, finished meanwhile) waits for the next full beat,
         # which skips it too once its handler is gone from the slot table.
@@ -533,6 +547,12 @@ class Housekeeper:
             else:
                 logger.warning("event=db_error op=%s error=%r", what, str(exc).strip())
             return None
+
+
+def beat_late_after(lease_seconds: float) -> float:
+    """Seconds a new housekeeper has for its first lease extension: as long as a running
+    one has between two, and at least a second to fork and connect."""
+    return max(1.0, BEAT_LATE_AFTER * min(MAX_HEARTBEAT_INTERVAL, lease_seconds / 3))
 
 
 class _Failure(Exception):

@@ -13,8 +13,9 @@ nothing the database does (hang, refuse, vanish) can delay what only it can do:
   housekeeper record the attempts it ran as failed and give its unstarted jobs back, and
   start a new one, with a capped, jittered backoff while executors keep dying, saying why
   once per streak instead of on every death;
-* restart the housekeeper when it dies or stops making progress (a statement that never
-  comes back);
+* restart the housekeeper when it dies, stops making progress (a statement that never
+  comes back), or lets a lease extension run late (its session froze): the executors stop
+  claiming until leases are extended again, well before the ones in hand run out;
 * turn SIGTERM/SIGINT into a graceful shutdown, and a second signal into an exit.
 """
 
@@ -39,7 +40,7 @@ from .. import otel
 from ..exceptions import ProcessDied, TimeLimitExceeded
 from .config import WorkerConfig
 from .executor import EXIT_OK, EXIT_RECYCLE, Executor
-from .housekeeper import Housekeeper, Settlement, failed_attempt
+from .housekeeper import Housekeeper, Settlement, beat_late_after, failed_attempt
 from .metrics import MetricsTable
 from .slots import Running, SlotTable
 
@@ -58,7 +59,8 @@ STOP_PATIENCE = 1.0
 RESPAWN_BASE = 0.5
 RESPAWN_CAP = 30.0
 HEALTHY_AFTER = 10.0
-# The housekeeper is restarted when its loop has not turned for this long.
+# The housekeeper is restarted when its loop has not turned for this long, or sooner when
+# a lease extension is late (housekeeper.BEAT_LATE_AFTER).
 HOUSEKEEPER_STUCK = 10.0
 # How long an exiting worker waits for the housekeeper to settle what its executors left;
 # after that their leases run out and the reaper takes them back.
@@ -106,7 +108,17 @@ class Supervisor:
         self.pending_spawn: set[int] = set()
         self.housekeeper_pid: int | None = None
         self.housekeeper_started = 0.0
+        # A dead housekeeper's successor is forked at this time (monotonic), not slept for:
+        # the time limits must go on meanwhile.
+        self.housekeeper_respawn_at: float | None = None
         self.progress = RawValue("d", 0.0)
+        # When the housekeeper's next lease extension is late (monotonic; it moves the word
+        # on at each extension), and whether the executors hold their claims meanwhile.
+        self.beat_late_at = RawValue("d", float("inf"))
+        self.claims_held = RawValue("i", 0)
+        # Since when (wall clock, as the last_beat word) the claims are held: they resume
+        # at the first lease extension after it.
+        self.held_since = 0.0
         self.settlements: dict[int, Settlement] = {}
         self.settlement_seq = 0
         self.commands: tuple[int, int] | None = None
@@ -236,6 +248,7 @@ class Supervisor:
                 wake_r=wake_r,
                 wake_w=wake_w,
                 metrics=self.metrics,
+                claims_held=self.claims_held,
             ).run()
 
         pid = self._fork(target)
@@ -255,7 +268,10 @@ class Supervisor:
         self.acks = os.pipe()
         commands_r, commands_w = self.commands
         acks_r, acks_w = self.acks
+        self.housekeeper_respawn_at = None
         self.progress.value = time.monotonic()
+        # A new housekeeper has this long to connect and extend the leases in hand.
+        self.beat_late_at.value = self.progress.value + beat_late_after(self.config.lease_seconds)
 
         def target() -> int:
             os.close(commands_w)
@@ -271,6 +287,7 @@ class Supervisor:
                 metrics=self.metrics,
                 executors_alive=self.executors_alive,
                 last_beat_word=self.last_beat,
+                beat_late_word=self.beat_late_at,
             ).run()
 
         self.housekeeper_pid = self._fork(target)
@@ -467,22 +484,64 @@ class Supervisor:
             return
         self.housekeeper_deaths += 1
         logger.warning("event=housekeeper_lost code=%d deaths=%d", code, self.housekeeper_deaths)
-        time.sleep(
-            min(RESPAWN_CAP, RESPAWN_BASE * 2 ** min(self.housekeeper_deaths - 1, 6)) * random.random()
-        )
-        self._spawn_housekeeper()
+        # The first successor at once (the leases in hand are waiting for it), later ones
+        # after a growing, jittered pause while housekeepers keep dying.
+        delay = 0.0
+        if self.housekeeper_deaths > 1:
+            delay = (
+                min(RESPAWN_CAP, RESPAWN_BASE * 2 ** min(self.housekeeper_deaths - 2, 6)) * random.random()
+            )
+        self.housekeeper_respawn_at = time.monotonic() + delay
 
     def _watch_housekeeper(self, now: float) -> None:
+        self._hold_claims(now > self.beat_late_at.value)
         if self.housekeeper_pid is None:
+            if self.housekeeper_respawn_at is not None and now >= self.housekeeper_respawn_at:
+                self._spawn_housekeeper()
             return
         if now - self.progress.value > HOUSEKEEPER_STUCK:
             logger.warning("event=housekeeper_stuck seconds=%.1f action=restart", now - self.progress.value)
-            self.progress.value = now
-            _signal(self.housekeeper_pid, signal.SIGKILL)
+            self._restart_housekeeper(now)
+        elif now > self.beat_late_at.value:
+            # Its session hangs in a statement (or cannot reach the database): a new
+            # housekeeper on a new connection extends the leases before they run out.
+            logger.warning(
+                "event=housekeeper_stalled late_by=%.1fs action=restart claims=held",
+                now - self.beat_late_at.value,
+            )
+            self._restart_housekeeper(now)
         elif now - self.housekeeper_started > HEALTHY_AFTER:
             self.housekeeper_deaths = 0
 
+    def _restart_housekeeper(self, now: float) -> None:
+        assert self.housekeeper_pid is not None
+        self.progress.value = now
+        # Until the successor has extended the leases (it moves the word on then).
+        self.beat_late_at.value = float("inf")
+        _signal(self.housekeeper_pid, signal.SIGKILL)
+
+    def _hold_claims(self, late: bool) -> None:
+        """Executors claim nothing from the moment a lease extension is late until leases
+        are extended again: a job claimed meanwhile could outlive its lease and be run
+        elsewhere while it still runs here."""
+        if not self.claims_held.value:
+            if late:
+                self.claims_held.value = 1
+                self.held_since = time.time()
+                logger.warning("event=claims_held reason='lease extension late'")
+            return
+        if self.last_beat.value <= self.held_since:
+            return
+        self.claims_held.value = 0
+        logger.info("event=claims_resumed held_for=%.1fs", time.time() - self.held_since)
+        for _, write in self.wake:
+            with contextlib.suppress(BlockingIOError, OSError):
+                os.write(write, b"\0")
+
     def _stop_housekeeper(self, wake_r: int) -> None:
+        if self.housekeeper_pid is None and self.housekeeper_respawn_at is not None:
+            # Its successor was still to come: what the executors left needs settling.
+            self._spawn_housekeeper()
         self._send(b"stop\n")
         deadline = time.monotonic() + SETTLE_AT_EXIT
         while self.housekeeper_pid is not None and time.monotonic() < deadline:

@@ -32,3 +32,7 @@ class ProviderNotConfigured(PushError):
 
 class ProviderAuthFailed(PushError):
     """The provider refused our credentials even after refreshing them once."""
+
+
+class ProviderMisconfigured(PushError):
+    """The provider's answer says our settings are wrong (base URL, topic, project)."""

@@ -23,7 +23,7 @@ from django.utils import timezone
 from jobs.exceptions import Discard, Retry, Snooze
 
 from .conf import push_settings
-from .exceptions import ProviderAuthFailed
+from .exceptions import ProviderAuthFailed, ProviderMisconfigured
 from .models import FINISHED_DELIVERY, DeliveryStatus, Device, Platform, PushDelivery
 from .providers import Outcome, PushBackend, PushMessage, SendResult, get_backend
 
@@ -129,6 +129,8 @@ def _record(message: PushMessage, device_id: int, result: SendResult, *, sent_at
         raise Discard(f"{provider} rejected the notification: {result.http_status} {result.reason}")
     # Not sent this time: the delivery waits for the job's next attempt.
     _release(message.id, **answer)
+    if result.outcome is Outcome.CONFIG:
+        raise ProviderMisconfigured(f"{provider} {result.http_status}: {result.reason}")
     if result.outcome is Outcome.AUTH:
         raise ProviderAuthFailed(f"{provider} refused our credentials: {result.http_status} {result.reason}")
     raise Retry(f"{provider} {result.http_status or 'no answer'}: {result.reason}", after=result.retry_after)

@@ -218,3 +218,37 @@ def assert_no_session_state(url: str, pgbouncer: PgBouncer) -> None:
     with connection.cursor() as cursor:
         cursor.execute("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'")
         assert cursor.fetchone()[0] == 0
+
+
+UNPOOLED_ENQUEUE = """
+from tests.tasks import basic
+try:
+    basic.record.enqueue("through-the-pooler")
+except Exception as exc:
+    print(type(exc).__name__, exc)
+else:
+    print("enqueued")
+"""
+
+
+def test_without_jobs_pooled_a_transaction_pooler_is_refused_at_once(pgbouncer: PgBouncer) -> None:
+    from tests.tasks import basic
+
+    # A deployment that put PgBouncer in front and forgot JOBS_POOLED: prepared statements
+    # through it fail or, worse, run another client's statement of the same name.
+    env = subprocess_env(DATABASE_URL=pgbouncer.url(connection.settings_dict["NAME"]))
+    env.pop("JOBS_POOLED", None)
+    waiting = basic.record.enqueue("waiting").id
+    proc = manage("runworker", "--burst", env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        output, _ = proc.communicate(timeout=60)
+    finally:
+        proc.kill()
+    assert proc.returncode == 78, output
+    assert "pooler in transaction mode" in output and "set JOBS_POOLED=true" in output, output
+    assert "worker_started" not in output and "claim_failed" not in output
+    assert (job(waiting).state, job(waiting).attempt) == ("queued", 0)
+    # The web side's enqueue says the same, and writes nothing.
+    answer = django_shell(UNPOOLED_ENQUEUE, {k: v for k, v in env.items() if k != "JOBS_POOLED"})
+    assert answer.startswith("TransactionPooler") and "set JOBS_POOLED=true" in answer, answer
+    assert list(Job.objects.values_list("id", flat=True)) == [uuid.UUID(waiting)]

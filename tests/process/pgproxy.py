@@ -28,6 +28,9 @@ class PgProxy:
         # application_name -> the SQL texts its connections sent.
         self.statements: dict[str, list[str]] = defaultdict(list)
         self.sockets: list[socket.socket] = []
+        # Per connection: its application_name (a one-item list, filled in by the startup
+        # message) and whether it may forward.
+        self.connections: list[tuple[list[str], threading.Event]] = []
         threading.Thread(target=self._accept, daemon=True).start()
 
     def freeze(self) -> None:
@@ -36,6 +39,19 @@ class PgProxy:
 
     def thaw(self) -> None:
         self.forwarding.set()
+        with self.lock:
+            for _, flowing in self.connections:
+                flowing.set()
+
+    def freeze_sessions(self, prefix: str) -> int:
+        """Stop forwarding on the connections open now whose application_name starts with
+        ``prefix`` (a session that hangs, as behind a NAT that lost it); connections made
+        later go through. How many were frozen."""
+        with self.lock:
+            frozen = [flowing for name, flowing in self.connections if name[0].startswith(prefix)]
+        for flowing in frozen:
+            flowing.clear()
+        return len(frozen)
 
     def close(self) -> None:
         self.closed = True
@@ -62,16 +78,22 @@ class PgProxy:
             server = socket.create_connection(self.upstream)
             self.sockets += [client, server]
             name: list[str] = [""]
-            threading.Thread(target=self._from_client, args=(client, server, name), daemon=True).start()
-            threading.Thread(target=self._pump, args=(server, client), daemon=True).start()
+            flowing = threading.Event()
+            flowing.set()
+            with self.lock:
+                self.connections.append((name, flowing))
+            threading.Thread(
+                target=self._from_client, args=(client, server, name, flowing), daemon=True
+            ).start()
+            threading.Thread(target=self._pump, args=(server, client, flowing), daemon=True).start()
 
-    def _pump(self, source: socket.socket, target: socket.socket) -> None:
+    def _pump(self, source: socket.socket, target: socket.socket, flowing: threading.Event) -> None:
         try:
             while True:
                 data = source.recv(65536)
                 if not data:
                     break
-                self._wait_to_forward()
+                self._wait_to_forward(flowing)
                 target.sendall(data)
         except OSError:
             pass
@@ -79,7 +101,9 @@ class PgProxy:
             with contextlib.suppress(OSError):
                 target.shutdown(socket.SHUT_WR)
 
-    def _from_client(self, client: socket.socket, server: socket.socket, name: list[str]) -> None:
+    def _from_client(
+        self, client: socket.socket, server: socket.socket, name: list[str], flowing: threading.Event
+    ) -> None:
         buffer = b""
         started = False
         try:
@@ -89,7 +113,7 @@ class PgProxy:
                     break
                 buffer += data
                 buffer, started = self._read_messages(buffer, started, name)
-                self._wait_to_forward()
+                self._wait_to_forward(flowing)
                 server.sendall(data)
         except OSError:
             pass
@@ -97,8 +121,8 @@ class PgProxy:
             with contextlib.suppress(OSError):
                 server.shutdown(socket.SHUT_WR)
 
-    def _wait_to_forward(self) -> None:
-        while not self.forwarding.wait(0.1):
+    def _wait_to_forward(self, flowing: threading.Event) -> None:
+        while not (self.forwarding.wait(0.1) and flowing.wait(0.1)):
             if self.closed:
                 return
         time.sleep(0)

@@ -7,6 +7,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from jobs.conf import jobs_settings
 from jobs.worker import QueueSpecError, WorkerConfig, parse_queues, run_worker
+from jobs.worker.config import LeaseOutOfRange
 
 
 class Command(BaseCommand):
@@ -116,21 +117,25 @@ class Command(BaseCommand):
             raise CommandError(
                 "--reload restarts a worker that runs until stopped; it cannot go with --burst"
             )
-        config = WorkerConfig.from_settings(
-            jobs_settings(),
-            queues=queues,
-            strict=options["strict"],
-            concurrency=concurrency,
-            burst=options["burst"],
-            shutdown_timeout=options["shutdown_timeout"],
-            poll_interval=options["poll_interval"],
-            listen=False if options["no_listen"] else None,
-            max_jobs_per_child=options["max_jobs_per_child"],
-            threads=options["threads"],
-            async_concurrency=options["async_concurrency"],
-            metrics_port=options["metrics_port"],
-        )
         from jobs.worker.db import EX_CONFIG, DatabaseRefused, refuse_unusable_database
+
+        try:
+            config = WorkerConfig.from_settings(
+                jobs_settings(),
+                queues=queues,
+                strict=options["strict"],
+                concurrency=concurrency,
+                burst=options["burst"],
+                shutdown_timeout=options["shutdown_timeout"],
+                poll_interval=options["poll_interval"],
+                listen=False if options["no_listen"] else None,
+                max_jobs_per_child=options["max_jobs_per_child"],
+                threads=options["threads"],
+                async_concurrency=options["async_concurrency"],
+                metrics_port=options["metrics_port"],
+            )
+        except LeaseOutOfRange as exc:
+            raise CommandError(f"{exc}.", returncode=EX_CONFIG) from exc
         from jobs.worker.reload import is_reloaded_child, run_with_reload
 
         try:

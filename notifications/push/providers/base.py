@@ -42,6 +42,10 @@ class Outcome(enum.StrEnum):
     AUTH = "auth"
     # The request itself was refused (payload too large, bad topic...): the device is fine.
     REJECTED = "rejected"
+    # The answer points at our settings (a wrong base URL, a proxy's error page, the other
+    # APNs environment, another Firebase project), not at the device: the device is kept
+    # and the push waits for the job's next attempt, so fixing the settings lets it through.
+    CONFIG = "config"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -133,7 +133,13 @@ class FCMProvider:
 
 
 def classify(response: httpx.Response) -> SendResult:
-    """What an FCM v1 answer means for the delivery."""
+    """What an FCM v1 answer means for the delivery.
+
+    Only FCM's own word that the token is gone deactivates a device: its UNREGISTERED code,
+    or INVALID_ARGUMENT about ``message.token``. Any other 404 (a proxy's page, a wrong base
+    URL or project) and SENDER_ID_MISMATCH (a key of another Firebase project) would say
+    the same about every device at once: they are our settings, and no device pays for them.
+    """
     status = response.status_code
     answer = transport.json_object(response)
     if status == 200:
@@ -141,15 +147,19 @@ def classify(response: httpx.Response) -> SendResult:
             outcome=Outcome.DELIVERED, http_status=status, provider_id=str(answer.get("name", ""))
         )
     error: dict[str, Any] = answer["error"] if isinstance(answer.get("error"), dict) else {}
-    code = _error_code(error) or str(error.get("status") or status)
+    fcm_code = _error_code(error)
+    code = fcm_code or str(error.get("status") or status)
     reason = f"{code}: {error['message']}" if error.get("message") else code
-    if code == "UNREGISTERED" or status == 404:
+    if fcm_code == "UNREGISTERED":
         return SendResult(outcome=Outcome.BAD_TOKEN, http_status=status, reason=reason)
     if code == "INVALID_ARGUMENT" and _names_the_token(error):
         return SendResult(outcome=Outcome.BAD_TOKEN, http_status=status, reason=reason)
-    if code == "SENDER_ID_MISMATCH":
-        # The token belongs to another Firebase project: never ours to reach.
-        return SendResult(outcome=Outcome.BAD_TOKEN, http_status=status, reason=reason)
+    if status == 404 or fcm_code == "SENDER_ID_MISMATCH":
+        return SendResult(
+            outcome=Outcome.CONFIG,
+            http_status=status,
+            reason=f"{reason} (not FCM's UNREGISTERED: check PUSH_FCM_BASE_URL and the key's project_id)",
+        )
     if status in (401, 403):
         return SendResult(outcome=Outcome.AUTH, http_status=status, reason=reason)
     return transport.retry_or_reject(response, reason)

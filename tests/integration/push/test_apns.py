@@ -107,20 +107,23 @@ def test_410_with_a_timestamp_deactivates_the_device_unless_it_registered_again_
         )
 
 
-def test_bad_device_token_deactivates_without_retry(live_push: Any, user: Any) -> None:
+def test_bad_device_token_keeps_the_device_and_names_the_setting(live_push: Any, user: Any) -> None:
+    # A production token at the sandbox host (the default) or the reverse: every device of
+    # the app would answer so, and none may be switched off for it.
     phone = device(user, "ios")
     live_push.apns.script(phone.token, Answer(400, "BadDeviceToken"))
     [sent] = services.notify_user(user=user, title="t", body="b")
-    run_push()
+    now = timezone.now()
+    run_push(now=now)
     phone.refresh_from_db()
-    assert not phone.active and phone.deactivation_reason == "APNs 400 BadDeviceToken"
-    assert job(sent).state == State.SUCCEEDED and job(sent).attempt == 1
-    assert job(sent).result == {
-        "status": "failed", "sent": False, "http_status": 400, "reason": "BadDeviceToken", "provider_id": "",
-        "device_deactivated": True,
-    }  # fmt: skip
-    # A later notification skips the deactivated device entirely.
-    assert services.notify_user(user=user, title="t", body="b") == []
+    assert phone.active and phone.deactivation_reason == ""
+    waiting = job(sent)
+    assert waiting.state == State.SCHEDULED and waiting.run_at > now
+    assert "BadDeviceToken" in waiting.last_error and "PUSH_APNS_BASE_URL" in waiting.last_error
+    assert delivery(sent.pk).status == DeliveryStatus.PENDING
+    # Once the settings are right, the retry delivers it.
+    run_push(now=waiting.run_at)
+    assert delivery(sent.pk).status == DeliveryStatus.DELIVERED
 
 
 def test_429_is_retried_after_the_retry_after_seconds(live_push: Any, user: Any) -> None:
@@ -180,17 +183,47 @@ def test_an_expired_provider_token_is_refreshed_once_and_the_push_resent(live_pu
     assert delivery(first.pk).status == DeliveryStatus.DELIVERED
 
 
-def test_a_young_provider_token_is_not_replaced_before_twenty_minutes(live_push: Any, user: Any) -> None:
+def test_an_expired_provider_token_is_replaced_at_once_however_young(live_push: Any, user: Any) -> None:
     phone = device(user, "ios")
     live_push.apns.script(phone.token, Answer(403, "ExpiredProviderToken"))
+    [sent] = services.notify_user(user=user, title="t", body="b")
+    run_push()
+    # The token was seconds old: still, the push goes out at once with a new one.
+    assert delivery(sent.pk).status == DeliveryStatus.DELIVERED
+    assert job(sent).attempt == 1
+    tokens = [seen.jwt for seen in live_push.apns.requests]
+    assert len(tokens) == 2 and tokens[0] != tokens[1]
+
+
+def test_too_many_provider_token_updates_backs_off_and_mints_nothing_meanwhile(
+    live_push: Any, user: Any
+) -> None:
+    phone = device(user, "ios")
+    live_push.apns.script(
+        phone.token,
+        Answer(403, "ExpiredProviderToken"),
+        Answer(429, "TooManyProviderTokenUpdates"),
+        Answer(403, "ExpiredProviderToken"),
+    )
     [sent] = services.notify_user(user=user, title="t", body="b")
     now = timezone.now()
     run_push(now=now)
     waiting = job(sent)
-    # Apple allows one new token per 20 minutes: the retry waits until one may be made.
     assert waiting.state == State.SCHEDULED
-    assert timedelta(minutes=19) < waiting.run_at - now <= timedelta(minutes=20)
-    assert len(live_push.apns.requests) == 1
+    assert waiting.run_at - now >= timedelta(seconds=60)
+    assert delivery(sent.pk).reason == "TooManyProviderTokenUpdates"
+    # The retry is refused again within the hold: no third token, the push waits once more.
+    run_push(now=waiting.run_at)
+    assert job(sent).state == State.SCHEDULED and job(sent).attempt == 2
+    tokens = [seen.jwt for seen in live_push.apns.requests]
+    assert len(tokens) == 3 and tokens[0] != tokens[1] == tokens[2]
+    # Once the hold is over a new token is minted and the push delivered.
+    provider = get_backend().apns  # type: ignore[attr-defined]
+    provider.token.clock = lambda: time.time() + 20 * 60
+    live_push.apns.script(phone.token, Answer(403, "ExpiredProviderToken"))
+    run_push(now=job(sent).run_at)
+    assert delivery(sent.pk).status == DeliveryStatus.DELIVERED
+    assert len({seen.jwt for seen in live_push.apns.requests}) == 3
 
 
 def test_a_payload_error_ends_dead_and_leaves_the_device_alone(live_push: Any, user: Any) -> None:

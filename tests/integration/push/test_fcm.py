@@ -165,3 +165,32 @@ def test_a_token_endpoint_that_is_down_is_retried(live_push: Any, user: Any) -> 
     live_push.fcm.token_endpoint_down = False
     run_push(now=job(sent).run_at)
     assert delivery(sent.pk).status == DeliveryStatus.DELIVERED
+
+
+def test_a_404_that_is_not_unregistered_keeps_every_device(live_push: Any, user: Any, settings: Any) -> None:
+    # A wrong base URL (or a proxy's page) answers 404 for every device alike.
+    settings.PUSH = {**live_push.settings(), "FCM_BASE_URL": f"{live_push.fcm_url}/wrong-prefix"}
+    phones = [device(user, "android") for _ in range(2)]
+    sent = services.notify_user(user=user, title="t", body="b")
+    now = timezone.now()
+    run_push(now=now)
+    for phone in phones:
+        phone.refresh_from_db()
+        assert phone.active and phone.deactivation_reason == ""
+    for record in sent:
+        waiting = job(record)
+        assert waiting.state == State.SCHEDULED and waiting.run_at > now
+        assert "404" in waiting.last_error and "PUSH_FCM_BASE_URL" in waiting.last_error
+        assert delivery(record.pk).status == DeliveryStatus.PENDING
+
+
+def test_sender_id_mismatch_keeps_the_device(live_push: Any, user: Any) -> None:
+    # A service-account key of another Firebase project: every device would answer so.
+    phone = device(user, "android")
+    live_push.fcm.script(phone.token, Answer(403, "SENDER_ID_MISMATCH", "SenderId mismatch"))
+    [sent] = services.notify_user(user=user, title="t", body="b")
+    run_push()
+    phone.refresh_from_db()
+    assert phone.active
+    assert job(sent).state == State.SCHEDULED
+    assert delivery(sent.pk).status == DeliveryStatus.PENDING

@@ -25,8 +25,9 @@ def response(status: int, body: object = None, headers: dict[str, str] | None = 
         (200, None, Outcome.DELIVERED),
         (410, "Unregistered", Outcome.BAD_TOKEN),
         (410, "ExpiredToken", Outcome.BAD_TOKEN),
-        (400, "BadDeviceToken", Outcome.BAD_TOKEN),
-        (400, "DeviceTokenNotForTopic", Outcome.BAD_TOKEN),
+        # Every device would say so at the wrong host or with the wrong topic: our settings.
+        (400, "BadDeviceToken", Outcome.CONFIG),
+        (400, "DeviceTokenNotForTopic", Outcome.CONFIG),
         (403, "ExpiredProviderToken", Outcome.AUTH),
         (403, "InvalidProviderToken", Outcome.AUTH),
         (429, "TooManyRequests", Outcome.RETRY),
@@ -43,6 +44,14 @@ def response(status: int, body: object = None, headers: dict[str, str] | None = 
 def test_apns_answers(status: int, reason: str | None, outcome: Outcome) -> None:
     body = None if reason is None else {"reason": reason}
     assert apns.classify(response(status, body, {"apns-id": "A"})).outcome is outcome
+
+
+@pytest.mark.parametrize("status", [404, 410])
+def test_an_apns_404_or_410_without_apple_s_reason_is_a_configuration_error(status: int) -> None:
+    page = httpx.Response(status, content=b"<html>Not Found</html>", headers={"content-type": "text/html"})
+    result = apns.classify(page)
+    assert result.outcome is Outcome.CONFIG
+    assert "PUSH_APNS_BASE_URL" in result.reason
 
 
 def test_apns_410_carries_the_time_the_token_became_invalid() -> None:
@@ -71,7 +80,12 @@ def fcm_error(status: int, code: str, message: str = "", field: str = "") -> dic
          Outcome.BAD_TOKEN),
         (400, fcm_error(400, "INVALID_ARGUMENT", "Invalid value at 'message.data'", "message.data"),
          Outcome.REJECTED),
-        (403, fcm_error(403, "SENDER_ID_MISMATCH"), Outcome.BAD_TOKEN),
+        # Another project's key, a wrong base URL, a proxy's page: every device would say
+        # so, none is deactivated for it.
+        (403, fcm_error(403, "SENDER_ID_MISMATCH"), Outcome.CONFIG),
+        (404, {"error": {"code": 404, "message": "Requested entity was not found.", "status": "NOT_FOUND"}},
+         Outcome.CONFIG),
+        (404, "<html><title>404 Not Found</title></html>", Outcome.CONFIG),
         (401, fcm_error(401, "UNAUTHENTICATED"), Outcome.AUTH),
         (403, fcm_error(403, "PERMISSION_DENIED"), Outcome.AUTH),
         (429, fcm_error(429, "QUOTA_EXCEEDED"), Outcome.RETRY),

@@ -59,3 +59,28 @@ def test_a_refresh_waits_until_the_token_is_20_minutes_old() -> None:
     assert token.wait_before_refresh() == 15 * 60
     clock.now += 15 * 60
     assert token.wait_before_refresh() == 0
+
+
+def test_a_refused_token_is_replaced_at_once_and_only_once() -> None:
+    token, clock, _ = make_token()
+    refused = token.current()
+    clock.now += 60
+    # Two sends refused with the same token: the first mints, the second uses its token.
+    assert token.replace(refused) == 0
+    successor = token.current()
+    assert successor != refused
+    assert token.replace(refused) == 0
+    assert token.current() == successor
+
+
+def test_too_many_updates_holds_new_tokens_back_with_a_growing_wait() -> None:
+    token, clock, _ = make_token()
+    token.current()
+    assert token.too_many_updates() == 60
+    held = token.current()
+    assert token.replace(held) == 60
+    clock.now += 60
+    assert token.replace(held) == 0 and token.current() != held
+    assert token.too_many_updates() == 120
+    token.accepted()
+    assert token.too_many_updates() == 60
