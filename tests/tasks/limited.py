@@ -50,3 +50,10 @@ def slow_three_at_a_time(key: str, seconds: float) -> None:
 @task(rate_limit="100/s", burst=5)
 def hundred_a_second(key: str) -> None:
     record(key)
+
+
+@task(limit="reports")
+def report_in_turn(key: str, seconds: float) -> None:
+    record(f"{key}:start")
+    time.sleep(seconds)
+    record(f"{key}:end")
