@@ -9,7 +9,8 @@ sleeping (invariant 6).
 
 Three modules by caller: ``enqueue`` (producers: INSERT or COPY on the caller's
 connection), ``claims`` (workers: claim, record outcomes, heartbeat, release, reap,
-promote; ``limit_keys``: the housekeeper's look over the limits' keys), and ``operator`` (the console and tools: cancel, discard, replay, run now, prune,
+promote; with ``limit_keys``, the housekeeper's look over the limits' keys), and
+``operator`` (the console and tools: cancel, discard, replay, run now, prune,
 pause and resume a queue);
 and ``workflows`` (jobs.workflows: insert a workflow's rows, signal, cancel, time out waits,
 retry a step), whose advancing happens in the database functions of migration 0012.
@@ -42,9 +43,9 @@ from .statements import NOTIFY_CHANNEL, sql
 
 __all__ = [
     "COPY_THRESHOLD", "LIMITS_DECLARED", "NOTIFY_CHANNEL", "REAP_GRACE", "UNSTARTED_LEASE", "Beat",
-    "Claimed", "Due", "NewJob", "Reaped", "cancel", "cancelled_among", "claim", "copy_jobs_as_made",
+    "Claimed", "Due", "NewJob", "Reaped", "Tended", "cancel", "cancelled_among", "claim", "copy_jobs_as_made",
     "discard", "extend_leases", "insert_jobs", "limit_changed", "limits_declared", "next_due",
     "pause_queue", "promote", "prune",
     "reap", "reap_token", "record_outcomes", "record_progress", "release", "replay", "resume_queue",
-    "run_now", "sql", "Tended", "tend_limit_keys",
+    "run_now", "sql", "tend_limit_keys",
 ]  # fmt: skip
