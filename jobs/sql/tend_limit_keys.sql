@@ -8,9 +8,11 @@
 --   expired on; this catches what slips between, e.g. a woken job cancelled before it was
 --   claimed. A key whose limit has no concurrency any more (lifted, or gone) wakes its
 --   parked jobs, up to a batch a look.
--- * the clean-up: the state rows of keys no unfinished job names and nothing runs under
---   go (per-key limits make one per user, tenant, ...). An enqueue that commits a job of
---   such a key just after is safe: the claim makes the row again (jobs/sql/claim.sql).
+-- * the clean-up: the state rows of keys no unfinished job names, nothing runs under and
+--   whose rate budget is whole again (its GCRA time, `tat`, and the end of its line of set
+--   aside starts, `next_slot`, passed: a new row, made at the next enqueue, starts the
+--   same) go; per-key limits make one per user, tenant, ... An enqueue that commits a job
+--   of such a key just after is safe: the claim makes the row again (jobs/sql/claim.sql).
 --
 -- Each key's state row is locked as the claim and the trigger lock it (SKIP LOCKED: a key
 -- being decided this moment is looked at next time).
@@ -47,6 +49,8 @@ WITH stalled AS MATERIALIZED (
     WHERE s.id IN (
         SELECT u.id FROM jobs_limit_state u
         WHERE u.running = 0
+          AND u.tat <= coalesce(%(now)s, statement_timestamp())
+          AND u.next_slot <= coalesce(%(now)s, statement_timestamp())
           AND NOT EXISTS (SELECT 1 FROM jobs_job j
                           WHERE j.limit_name = u.limit_name AND j.limit_key = u.limit_key
                             AND j.state IN ('waiting', 'scheduled', 'queued', 'running'))

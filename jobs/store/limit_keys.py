@@ -4,6 +4,7 @@ keys no unfinished job names."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, NamedTuple
 
 from .statements import sql
@@ -15,9 +16,9 @@ class Tended(NamedTuple):
     dropped: int
 
 
-def tend_limit_keys(cursor: Any, *, batch: int = 1000) -> Tended:
+def tend_limit_keys(cursor: Any, *, batch: int = 1000, now: datetime | None = None) -> Tended:
     """One look over the limits' keys; at most ``batch`` rows dropped, and at most
     ``batch`` parked jobs woken per key whose limit has no concurrency any more."""
-    cursor.execute(sql("tend_limit_keys"), {"batch": batch})
+    cursor.execute(sql("tend_limit_keys"), {"batch": batch, "now": now})
     woken, dropped = cursor.fetchone()
     return Tended(int(woken), int(dropped))

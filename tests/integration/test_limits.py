@@ -341,3 +341,17 @@ def test_a_job_whose_key_lost_its_state_row_is_claimed_once_the_claim_made_it_ag
         again = store.claim(cursor, worker=token, queues=["default"], limit=10, now=T0)
     assert [(str(row.id), row.decision) for row in again] == [(job.id, "start")]
     assert LimitState.objects.get(limit_name="reports", limit_key="user:9").running == 1
+
+
+def test_a_rate_limited_key_keeps_its_state_row_until_its_budget_is_whole_again(side_effects: None) -> None:
+    limited.rated.enqueue_many([((f"r{n}",), {}) for n in range(3)])
+    factories.run_due(now=T0)
+    assert states([str(j.id) for j in Job.objects.all()]) == {State.SUCCEEDED: 3}
+    name = "task:tests.tasks.limited.rated"
+    # Three starts at once (a burst of 2) used the budget up to T0 + 0.3 s: a row made anew
+    # would let the next three start at once again.
+    with connection.cursor() as cursor:
+        assert store.tend_limit_keys(cursor, now=T0 + timedelta(seconds=0.1)).dropped == 0
+        assert LimitState.objects.filter(limit_name=name).exists()
+        assert store.tend_limit_keys(cursor, now=T0 + timedelta(seconds=1)).dropped == 1
+    assert not LimitState.objects.filter(limit_name=name).exists()
