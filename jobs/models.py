@@ -12,7 +12,7 @@ from django.db.models import F
 from django.db.models.functions import Now
 
 from .ids import uuid7
-from .states import State
+from .states import UNFINISHED, State
 
 UNFINISHED_STATES = [State.SCHEDULED, State.QUEUED, State.RUNNING]
 FINISHED_STATES = [State.SUCCEEDED, State.DEAD, State.CANCELLED, State.EXPIRED]
@@ -148,8 +148,8 @@ class Job(models.Model):
             ),
         ]
         indexes = [
-            # Waiting on a concurrency limit: the next one of a key, woken when a running job
-            # of that key finishes (migration 0010_limits).
+            # Parked on a concurrency limit: the next one of a key, woken when a running job
+            # of that key finishes (migration 0016_limit_parking).
             models.Index(
                 "limit_name",
                 "limit_key",
@@ -158,11 +158,23 @@ class Job(models.Model):
                 name="jobs_job_limit_waiting",
                 condition=models.Q(state=State.SCHEDULED, limit_wait="concurrency"),
             ),
-            # The promoter: scheduled jobs by due time (jobs/sql/promote.sql).
+            # The promoter: scheduled jobs by due time (jobs/sql/promote.sql). Jobs parked on
+            # a concurrency limit are not due at any time (a release wakes them), so they
+            # are left out: the promoter never reads them.
             models.Index(
                 fields=["run_at"],
                 name="jobs_job_scheduled",
-                condition=models.Q(state=State.SCHEDULED),
+                condition=models.Q(state=State.SCHEDULED) & ~models.Q(limit_wait="concurrency"),
+            ),
+            # Unfinished jobs under a limit by key: the claim parks a full key's queued jobs
+            # in one step, and a key's state row is dropped once no unfinished job names it
+            # (jobs/store/limit_keys.py).
+            models.Index(
+                "limit_name",
+                "limit_key",
+                "state",
+                name="jobs_job_limit_key",
+                condition=models.Q(limit_name__isnull=False, state__in=sorted(UNFINISHED)),
             ),
             # Serves the claim query (jobs/sql/claim.sql) and nothing else.
             models.Index(

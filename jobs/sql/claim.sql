@@ -17,9 +17,14 @@
 --
 -- Jobs under a rate or concurrency limit (jobs/limits.py) are decided here too, under the
 -- lock of their key's state row, so every worker sees one budget:
---   * concurrency: at most `concurrency - running` of a key start; the others wait as
---     'scheduled' (limit_wait 'concurrency') until a running job of the key finishes (a
---     trigger wakes the next one, migration 0010_limits), re-checked within a minute anyway;
+--   * concurrency: at most `concurrency - running` of a key start. A key left with no slot
+--     has all its queued jobs parked at once (the candidates and the rest of the key's
+--     queue, `parked`): 'scheduled' with limit_wait 'concurrency', their due time kept and
+--     no time at which they come back, so no claim reads them again until a running job
+--     of the key finishes and its trigger wakes the next (migration 0016_limit_parking).
+--     A key with slots left after this claim's starts (a woken job that expired here, a
+--     raised limit) wakes as many parked jobs as it has slots (`woken`). Waiting work thus
+--     never stands in the queue ahead of work that can run;
 --   * rate (GCRA on the starts themselves, `tat`): after an idle spell burst + 1 start at
 --     once, then one per 1/rate, so over any second at most rate + burst start. Each job
 --     gets its start time here; one due within the next 100 ms is claimed with it (a column
@@ -29,7 +34,9 @@
 --     before it, once, so no worker spins on them (the same column tells the worker when:
 --     it promotes and claims then). New jobs queue behind them.
 -- A waiting job uses no attempt and keeps its priority. Keys whose state row another
--- claim holds this moment are left queued for the next claim.
+-- claim holds this moment are left queued for the next claim; so are jobs whose key has
+-- no state row (the housekeeper drops the rows of keys no job names, and an enqueue may
+-- commit a job of such a key just after): the row is made here (`missing`), for the next.
 --
 -- A paused queue (a row in jobs_paused_queue, set from the console) is left out: its jobs
 -- stay queued, in place, until it is resumed.
@@ -66,8 +73,17 @@ WITH quick_commit AS MATERIALIZED (
     FROM jobs_limit_state s
     JOIN jobs_limit l ON l.name = s.limit_name
     WHERE (s.limit_name, s.limit_key) IN (
-        SELECT limit_name, limit_key FROM candidates WHERE limit_name IS NOT NULL AND NOT expired)
+        SELECT limit_name, limit_key FROM candidates WHERE limit_name IS NOT NULL)
     FOR UPDATE OF s SKIP LOCKED
+), missing AS (
+    INSERT INTO jobs_limit_state (limit_name, limit_key)
+    SELECT DISTINCT c.limit_name, c.limit_key
+    FROM candidates c
+    WHERE c.limit_name IS NOT NULL
+      AND EXISTS (SELECT 1 FROM jobs_limit l WHERE l.name = c.limit_name)
+      AND NOT EXISTS (SELECT 1 FROM jobs_limit_state s
+                      WHERE s.limit_name = c.limit_name AND s.limit_key = c.limit_key)
+    ON CONFLICT (limit_name, limit_key) DO NOTHING
 ), placed AS (
     -- Each limited job's place in its key's line: jobs returning at a start time set aside
     -- for them first (in that order), then the others by priority and age.
@@ -131,6 +147,45 @@ WITH quick_commit AS MATERIALIZED (
                      FILTER (WHERE decision = 'start') AS last_tat
           FROM planned GROUP BY state_id) b
     WHERE s.id = b.state_id
+), slots_left AS MATERIALIZED (
+    -- Each key under a concurrency limit decided here, with its slots left after this
+    -- claim's starts (expired candidates' keys too: a woken job that expired passes its
+    -- turn on).
+    SELECT s.limit_name, s.limit_key,
+           s.concurrency - s.running
+               - coalesce((SELECT max(p.started) FROM planned p WHERE p.state_id = s.state_id), 0) AS free
+    FROM states s
+    WHERE s.concurrency IS NOT NULL
+), parked AS (
+    -- A full key's other queued jobs (not in this claim) park with the ones decided here:
+    -- one set-based step, not a few per claim. Rows another claim holds are left to it
+    -- (it cannot start them: the key's state row is ours) and parked by the next claim.
+    -- (The ids as an array: joined instead, a key with thousands of jobs estimated makes
+    -- the plan a hash join over the whole table.)
+    UPDATE jobs_job j
+    SET state = 'scheduled', limit_wait = 'concurrency'
+    WHERE j.id = ANY (ARRAY(
+        SELECT w.id
+        FROM slots_left k
+        JOIN jobs_job w ON w.limit_name = k.limit_name AND w.limit_key = k.limit_key
+                       AND w.state = 'queued'
+        WHERE k.free <= 0 AND NOT EXISTS (SELECT 1 FROM candidates c WHERE c.id = w.id)
+        FOR UPDATE OF w SKIP LOCKED))
+), woken AS (
+    UPDATE jobs_job j
+    SET state = 'queued', limit_wait = ''
+    WHERE j.id = ANY (ARRAY(
+        SELECT w.id
+        FROM slots_left k
+        CROSS JOIN LATERAL (
+            SELECT p.id FROM jobs_job p
+            WHERE p.state = 'scheduled' AND p.limit_wait = 'concurrency'
+              AND p.limit_name = k.limit_name AND p.limit_key = k.limit_key
+            ORDER BY p.priority DESC, p.id
+            LIMIT greatest(k.free, 0)
+            FOR UPDATE SKIP LOCKED) w
+        WHERE k.free > 0))
+    RETURNING pg_notify('jobs_queued', j.queue_name)
 ), outcomes AS (
     SELECT c.id, d.start_at, d.plan_at,
            CASE WHEN c.expired THEN 'expire'
@@ -163,7 +218,6 @@ SET state = CASE o.decision WHEN 'start' THEN 'running' WHEN 'expire' THEN 'expi
                       ELSE j.last_error END,
     run_at = CASE o.decision
                  WHEN 'wait_rate' THEN o.start_at
-                 WHEN 'wait_concurrency' THEN coalesce(%(now)s, statement_timestamp()) + interval '1 minute'
                  ELSE j.run_at END,
     limit_reserved = CASE o.decision WHEN 'wait_rate' THEN true WHEN 'start' THEN false
                           ELSE j.limit_reserved END,

@@ -9,7 +9,8 @@ sleeping (invariant 6).
 
 Three modules by caller: ``enqueue`` (producers: INSERT or COPY on the caller's
 connection), ``claims`` (workers: claim, record outcomes, heartbeat, release, reap,
-promote), and ``operator`` (the console and tools: cancel, discard, replay, run now, prune,
+promote; with ``limit_keys``, the housekeeper's look over the limits' keys), and
+``operator`` (the console and tools: cancel, discard, replay, run now, prune,
 pause and resume a queue);
 and ``workflows`` (jobs.workflows: insert a workflow's rows, signal, cancel, time out waits,
 retry a step), whose advancing happens in the database functions of migration 0012.
@@ -36,14 +37,15 @@ from .claims import (
     release,
 )
 from .enqueue import COPY_THRESHOLD, NewJob, copy_jobs_as_made, insert_jobs
+from .limit_keys import Tended, tend_limit_keys
 from .operator import cancel, discard, limit_changed, pause_queue, prune, replay, resume_queue, run_now
 from .statements import NOTIFY_CHANNEL, sql
 
 __all__ = [
     "COPY_THRESHOLD", "LIMITS_DECLARED", "NOTIFY_CHANNEL", "REAP_GRACE", "UNSTARTED_LEASE", "Beat",
-    "Claimed", "Due", "NewJob", "Reaped", "cancel", "cancelled_among", "claim", "copy_jobs_as_made",
+    "Claimed", "Due", "NewJob", "Reaped", "Tended", "cancel", "cancelled_among", "claim", "copy_jobs_as_made",
     "discard", "extend_leases", "insert_jobs", "limit_changed", "limits_declared", "next_due",
     "pause_queue", "promote", "prune",
     "reap", "reap_token", "record_outcomes", "record_progress", "release", "replay", "resume_queue",
-    "run_now", "sql",
+    "run_now", "sql", "tend_limit_keys",
 ]  # fmt: skip

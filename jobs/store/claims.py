@@ -331,7 +331,8 @@ class Due(NamedTuple):
     """When the housekeeping next has something to do, on the database's clock."""
 
     now: datetime
-    # The earliest lease of a running job and the earliest due time of a scheduled one.
+    # The earliest lease of a running job and the earliest due time of a scheduled one
+    # (not parked on a concurrency limit: a release wakes those, at no time).
     lease_expires: datetime | None
     scheduled: datetime | None
     # The earliest timeout of a workflow's signal wait (jobs/workflows/).
@@ -345,7 +346,7 @@ def next_due(cursor: Any) -> Due:
         """
         SELECT statement_timestamp(),
                (SELECT min(lease_expires_at) FROM jobs_job WHERE state = 'running'),
-               (SELECT min(run_at) FROM jobs_job WHERE state = 'scheduled'),
+               (SELECT min(run_at) FROM jobs_job WHERE state = 'scheduled' AND limit_wait <> 'concurrency'),
                (SELECT min(deadline) FROM jobs_workflow_node WHERE kind = 'signal' AND state = 'running')
         """
     )

@@ -21,6 +21,9 @@ What it does, each on the database's clock:
 * **promotes** scheduled jobs as they come due (state ``scheduled`` to ``queued``) and
   wakes the workers of their queues;
 * **folds** the console's aggregates together (jobs.stats.compact) every few seconds;
+* **tends the limits' keys** now and then, by key (store.tend_limit_keys): a key with a
+  slot free and jobs parked on it but none on their way wakes them (a safety net: a
+  release wakes the next job itself), and keys no job names any more lose their rows;
 * **settles** what a dead executor left (sent by the supervisor): the attempts it was
   running fail with the reason, its unstarted jobs go back unused.
 """
@@ -80,6 +83,8 @@ MAX_DUE_CHECK = 1.0
 REAP_JITTER = 0.25
 # The console's aggregates (jobs.stats) are folded together about this often.
 COMPACT_INTERVAL = 10.0
+# The limits' keys are looked over about this often (seconds).
+LIMIT_KEYS_INTERVAL = 30.0
 # After a failed statement, the same work is tried again after this long.
 RETRY_AFTER = 1.0
 # The loop looks at the slot table at least this often.
@@ -165,6 +170,7 @@ class Housekeeper:
         self.next_timeouts = float("inf")
         self.retry_locked_at = float("inf")
         self.next_compact = now + random.uniform(0, COMPACT_INTERVAL)
+        self.next_limit_keys = now + random.uniform(0, LIMIT_KEYS_INTERVAL)
         self.unextended: set[uuid.UUID] = set()
         self.listen_retry_at = 0.0
         self.registered = False
@@ -206,6 +212,8 @@ class Housekeeper:
                 self._expire_signal_waits(now)
             if now >= self.next_compact:
                 self._compact(now)
+            if now >= self.next_limit_keys:
+                self._tend_limit_keys(now)
             self._wait()
         self._db(lambda cursor: registry.unregister(cursor, self.worker_id), "unregister")
         self.db.drop()
@@ -227,6 +235,7 @@ class Housekeeper:
             self.retry_locked_at,
             self.next_timeouts,
             self.next_compact,
+            self.next_limit_keys,
         )
         timeout = min(max(deadline - now, 0.0), 1.0)
         fds = [self.commands_r]
@@ -418,6 +427,17 @@ class Housekeeper:
         # Jittered, so that the workers of a fleet take turns rather than all at once.
         self.next_compact = now + COMPACT_INTERVAL * random.uniform(0.75, 1.25)
         self._db(stats.compact, "compact")
+
+    def _tend_limit_keys(self, now: float) -> None:
+        self.next_limit_keys = now + LIMIT_KEYS_INTERVAL * random.uniform(0.75, 1.25)
+        tended = self._db(store.tend_limit_keys, "limit_keys")
+        if tended is None:
+            return
+        if tended.woken:
+            # Each was parked with a slot free and no wake-up on its way: a lost wake-up.
+            logger.info("event=limit_waits_woken count=%d", tended.woken)
+        if tended.dropped:
+            logger.debug("event=limit_keys_dropped count=%d", tended.dropped)
 
     def _read_commands(self) -> None:
         readable, _, _ = select.select([self.commands_r], [], [], 0)

@@ -229,3 +229,129 @@ def test_with_no_limit_declared_the_claim_without_the_limits_starts_every_due_jo
         rows = store.claim(cursor, worker=uuid.uuid4(), queues=["default"], limit=10, now=T0, limits=False)
     assert sorted(str(row.id) for row in rows) == sorted(ids)
     assert {row.decision for row in rows} == {"start"}
+
+
+# --- waiting costs nothing (issue 15): parked jobs, woken by releases -----------------------
+
+TWO = "task:tests.tasks.limited.two_at_a_time"
+
+
+def parked() -> dict[str, str]:
+    """Each job parked on a concurrency limit, with its row version (ctid: any write to the
+    row makes a new one)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT id::text, ctid::text FROM jobs_job "
+            "WHERE state = 'scheduled' AND limit_wait = 'concurrency'"
+        )
+        return dict(cursor.fetchall())
+
+
+def finish(token: uuid.UUID, job_id: uuid.UUID | str) -> None:
+    with connection.cursor() as cursor:
+        store.record_outcomes(
+            cursor, worker=token, outcomes=[{"id": str(job_id), "attempt": 1, "state": "succeeded"}]
+        )
+
+
+def test_a_full_key_parks_all_its_queued_jobs_at_once_and_nothing_reads_them_again(
+    side_effects: None,
+) -> None:
+    ids = [r.id for r in limited.two_at_a_time.enqueue_many([((f"c{n}",), {}) for n in range(200)])]
+    free = [r.id for r in basic.record.enqueue_many([((f"free-{n}",), {}) for n in range(50)])]
+    token = uuid.uuid4()
+    with connection.cursor() as cursor:
+        first = store.claim(cursor, worker=token, queues=["default"], limit=10, now=T0)
+    # Two start; the key is full, and all its other jobs park in that claim, not the eight
+    # it was handed now and the rest claim by claim.
+    assert [row.decision for row in first].count("start") == 2
+    assert states(ids) == {State.RUNNING: 2, State.SCHEDULED: 198}
+    before = parked()
+    assert len(before) == 198
+    # The other work is claimed over the next ten minutes: no claim and no promotion
+    # writes a parked row again, and none of them is due at any time.
+    for minute in range(10):
+        at = T0 + timedelta(minutes=minute)
+        with connection.cursor() as cursor:
+            store.promote(cursor, now=at)
+            store.claim(cursor, worker=token, queues=["default"], limit=10, now=at)
+    assert states(free) == {State.RUNNING: 50}
+    assert parked() == before
+    with connection.cursor() as cursor:
+        assert store.next_due(cursor).scheduled is None
+    # A release wakes exactly one, the first in line, and it keeps its place in the queue.
+    running = Job.objects.filter(id__in=ids, state=State.RUNNING).first()
+    assert running is not None
+    finish(token, running.id)
+    woken = Job.objects.filter(id__in=ids, state=State.QUEUED)
+    assert [job.args for job in woken] == [["c2"]]
+    assert woken[0].run_at < T0
+
+
+def test_a_woken_job_that_expired_passes_its_turn_to_the_next() -> None:
+    ids = [r.id for r in limited.two_at_a_time.enqueue_many([((f"c{n}",), {}) for n in range(4)])]
+    token = uuid.uuid4()
+    with connection.cursor() as cursor:
+        claimed = store.claim(cursor, worker=token, queues=["default"], limit=10, now=T0)
+    waiting = sorted(Job.objects.filter(id__in=ids, state=State.SCHEDULED), key=lambda job: job.id)
+    Job.objects.filter(id=waiting[0].id).update(expires_at=T0 - timedelta(seconds=1))
+    finish(token, next(row.id for row in claimed if row.decision == "start"))
+    with connection.cursor() as cursor:
+        again = store.claim(cursor, worker=token, queues=["default"], limit=10, now=T0)
+    # The one woken had expired: the claim ends it and wakes the next for the free slot.
+    assert [(str(row.id), row.decision) for row in again] == [(str(waiting[0].id), "expire")]
+    assert Job.objects.get(id=waiting[1].id).state == State.QUEUED
+    with connection.cursor() as cursor:
+        last = store.claim(cursor, worker=token, queues=["default"], limit=10, now=T0)
+    assert [(str(row.id), row.decision) for row in last] == [(str(waiting[1].id), "start")]
+
+
+def test_the_look_by_key_wakes_a_lost_turn_and_drops_the_keys_no_job_names() -> None:
+    token = uuid.uuid4()
+    lost = [r.id for r in limited.report.using(limit_key="user:1").enqueue_many([((k,), {}) for k in "abc"])]
+    done = limited.report.using(limit_key="user:2").enqueue("d").id
+    busy = limited.report.using(limit_key="user:3").enqueue("e").id
+    with connection.cursor() as cursor:
+        store.claim(cursor, worker=token, queues=["default"], limit=10, now=T0)
+    assert states(lost) == {State.RUNNING: 1, State.SCHEDULED: 2}
+    # user:1's running job ends and wakes the next, which an operator cancels before it is
+    # claimed: its turn is lost, and the last one stays parked with the key's slot free.
+    finish(token, Job.objects.get(id__in=lost, state=State.RUNNING).id)
+    store.cancel(Job.objects.get(id__in=lost, state=State.QUEUED).id)
+    finish(token, done)
+    with connection.cursor() as cursor:
+        tended = store.tend_limit_keys(cursor)
+    assert tended == store.Tended(woken=1, dropped=1)
+    assert states(lost) == {State.SUCCEEDED: 1, State.CANCELLED: 1, State.QUEUED: 1}
+    keys = set(LimitState.objects.filter(limit_name="reports").values_list("limit_key", flat=True))
+    assert keys == {"user:1", "user:3"}
+    assert Job.objects.get(id=busy).state == State.RUNNING
+    # A key already woken is left alone: nothing more to do.
+    with connection.cursor() as cursor:
+        assert store.tend_limit_keys(cursor) == store.Tended(woken=0, dropped=0)
+
+
+def test_a_job_whose_key_lost_its_state_row_is_claimed_once_the_claim_made_it_again() -> None:
+    job = limited.report.using(limit_key="user:9").enqueue("x")
+    # Dropped as unused a moment before this job's enqueue committed.
+    LimitState.objects.filter(limit_name="reports", limit_key="user:9").delete()
+    token = uuid.uuid4()
+    with connection.cursor() as cursor:
+        assert store.claim(cursor, worker=token, queues=["default"], limit=10, now=T0) == []
+        again = store.claim(cursor, worker=token, queues=["default"], limit=10, now=T0)
+    assert [(str(row.id), row.decision) for row in again] == [(job.id, "start")]
+    assert LimitState.objects.get(limit_name="reports", limit_key="user:9").running == 1
+
+
+def test_a_rate_limited_key_keeps_its_state_row_until_its_budget_is_whole_again(side_effects: None) -> None:
+    limited.rated.enqueue_many([((f"r{n}",), {}) for n in range(3)])
+    factories.run_due(now=T0)
+    assert states([str(j.id) for j in Job.objects.all()]) == {State.SUCCEEDED: 3}
+    name = "task:tests.tasks.limited.rated"
+    # Three starts at once (a burst of 2) used the budget up to T0 + 0.3 s: a row made anew
+    # would let the next three start at once again.
+    with connection.cursor() as cursor:
+        assert store.tend_limit_keys(cursor, now=T0 + timedelta(seconds=0.1)).dropped == 0
+        assert LimitState.objects.filter(limit_name=name).exists()
+        assert store.tend_limit_keys(cursor, now=T0 + timedelta(seconds=1)).dropped == 1
+    assert not LimitState.objects.filter(limit_name=name).exists()

@@ -22,7 +22,7 @@ from jobs import limits
 from jobs.models import Job, Limit
 from jobs.states import State
 from tests.process.resilience_support import running_worker, wait_until
-from tests.tasks import limited
+from tests.tasks import basic, limited
 
 pytestmark = [pytest.mark.process, pytest.mark.usefixtures("side_effects")]
 
@@ -165,3 +165,33 @@ def _rate(records: list[tuple[str, datetime]]) -> float:
     starts = [at for key, at in records if key.endswith(":start")]
     span = (starts[-1] - starts[0]).total_seconds()
     return (len(starts) - 1) / span if span else 0.0
+
+
+def test_jobs_parked_on_a_full_key_all_run_once_in_turn_and_other_work_passes_them(tmp_path: Path) -> None:
+    # Three keys of a per-key concurrency of 1, 40 jobs each: all but one per key park at
+    # the first claim, and each release wakes the next. Other work enqueued behind them
+    # does not wait for them.
+    limited_ids = []
+    for key in ("k1", "k2", "k3"):
+        jobs = limited.report_in_turn.using(limit_key=key).enqueue_many(
+            [((f"{key}-{n}", 0.01), {}) for n in range(40)]
+        )
+        limited_ids += [job.id for job in jobs]
+    first, second = two_workers(tmp_path)
+    with first, second:
+        wait_until(lambda: len(events("k")) >= 6, timeout=30, message="the limited jobs to get going")
+        other = [r.id for r in basic.record.enqueue_many([((f"other-{n}",), {}) for n in range(50)])]
+        wait_until(lambda: len(events("other")) == 50, timeout=30, message="the other work")
+        wait_until(
+            lambda: Job.objects.filter(id__in=limited_ids, state=State.SUCCEEDED).count() == 120,
+            timeout=90,
+            message="every parked job to run",
+        )
+    # None lost, none run twice, and never two of one key at once.
+    records = events("k")
+    starts = [key.rpartition(":")[0] for key, _ in records if key.endswith(":start")]
+    assert sorted(starts) == sorted(f"{key}-{n}" for key in ("k1", "k2", "k3") for n in range(40))
+    assert set(Job.objects.filter(id__in=limited_ids).values_list("attempt", flat=True)) == {1}
+    for key in ("k1", "k2", "k3"):
+        assert most_running(spans_of([r for r in records if r[0].startswith(f"{key}-")])) == 1
+    assert Job.objects.filter(id__in=other, state=State.SUCCEEDED).count() == 50

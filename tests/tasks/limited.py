@@ -60,3 +60,10 @@ def one_at_a_time(key: str, seconds: float, fail: bool = False) -> None:
     record(f"{key}:end")
     if fail:
         raise RuntimeError(f"{key} failed at its end")
+
+
+@task(limit="reports")
+def report_in_turn(key: str, seconds: float) -> None:
+    record(f"{key}:start")
+    time.sleep(seconds)
+    record(f"{key}:end")
