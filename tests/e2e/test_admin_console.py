@@ -54,5 +54,5 @@ def test_a_dead_job_shows_its_error_and_can_be_replayed(admin_page, live_server)
     page.check(f"input[name=_selected_action][value='{result_id}']")
     page.select_option("select[name=action]", "replay_jobs")
     page.click("button[name=index]")
-    expect(page.locator(".messagelist")).to_contain_text("Replayed 1 job(s).")
+    expect(page.locator(".messagelist")).to_contain_text("Replayed 1 job.")
     assert Job.objects.get(id=result_id).state == State.QUEUED
