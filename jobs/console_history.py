@@ -98,7 +98,7 @@ def history(job: Job, *, worker_name: Any) -> History:
                 ended=iso_moment(error.get("at")),
                 took=iso_duration(started, error.get("at")),
                 outcome="failed",
-                exception=console.error_class(error.get("exception", "")),
+                exception=exception_name(error.get("exception", "")),
                 message=error.get("message", ""),
                 traceback=split_traceback(error.get("traceback", "")),
             )
@@ -165,6 +165,11 @@ def _own_files() -> frozenset[str]:
     installed elsewhere names them under another prefix."""
     root = Path(__file__).resolve().parent
     return frozenset(f"/{root.name}/{path.relative_to(root).as_posix()}" for path in root.rglob("*.py"))
+
+
+def exception_name(path: str) -> str:
+    """The class as a traceback's last line names it: dotted, but a builtin bare."""
+    return path.removeprefix("builtins.")
 
 
 def iso_moment(value: Any) -> str:

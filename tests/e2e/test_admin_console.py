@@ -47,7 +47,7 @@ def test_a_dead_job_shows_its_error_and_can_be_replayed(admin_page, live_server)
     assert "tests.tasks.basic.fail_always" in page.locator("#result_list").inner_text()
     page.click(f"#result_list a[href*='{result_id}']")
     history = page.locator(".field-attempt_history")
-    expect(history).to_contain_text("builtins.RuntimeError mail server said 550")
+    expect(history).to_contain_text("RuntimeError: mail server said 550")
     expect(history).to_contain_text("Traceback (most recent call last)")
 
     page.goto(f"{live_server.url}/admin/jobs/job/?state=dead")

@@ -11,7 +11,7 @@ from django.test import Client
 from django.urls import reverse
 
 from jobs import store
-from jobs.console_history import is_engine_file, split_traceback
+from jobs.console_history import exception_name, is_engine_file, split_traceback
 from jobs.models import Job
 from jobs.states import State
 from tests import factories
@@ -72,6 +72,8 @@ def test_a_traceback_is_split_into_the_applications_frames_and_the_engines() -> 
     assert split.app_frames.splitlines()[0] == '  File "/srv/shop/billing/tasks.py", line 12, in charge'
     assert "gateway.py" in split.app_frames and "Declined: card declined" not in split.app_frames
     assert split_traceback("") is None
+    assert exception_name("builtins.KeyError") == "KeyError"
+    assert exception_name("billing.gateway.Declined") == "billing.gateway.Declined"
     # A directory named like the package is not the package.
     assert not is_engine_file("/home/jobs/app/tasks.py")
 
