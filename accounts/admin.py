@@ -22,6 +22,7 @@ from django.db.models import Q, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.utils import timezone
+from django.utils.translation import ngettext
 
 from . import services
 from .models import Account, ApiToken
@@ -87,7 +88,12 @@ class AccountUserAdmin(UserAdmin):
             job_id = services.resend_verification(user=user)
             self.log_change(request, user, f"Re-sent the verification email (job {job_id}).")
             sent += 1
-        self.message_user(request, f"Queued {sent} verification email(s).", messages.SUCCESS)
+        self.message_user(
+            request,
+            ngettext("Queued %(count)d verification email.", "Queued %(count)d verification emails.", sent)
+            % {"count": sent},
+            messages.SUCCESS,
+        )
 
 
 ISSUE_FOR_OTHERS = "accounts.issue_token_for_others"
@@ -187,7 +193,12 @@ class ApiTokenAdmin(admin.ModelAdmin):
         services.revoke_api_tokens(tokens=ApiToken.objects.filter(pk__in=[t.pk for t in tokens]))
         for token in tokens:
             self.log_change(request, token, "Revoked the token.")
-        self.message_user(request, f"Revoked {len(tokens)} token(s).", messages.SUCCESS)
+        self.message_user(
+            request,
+            ngettext("Revoked %(count)d token.", "Revoked %(count)d tokens.", len(tokens))
+            % {"count": len(tokens)},
+            messages.SUCCESS,
+        )
 
 
 if admin.site.is_registered(AccessAttempt):
@@ -207,4 +218,13 @@ if admin.site.is_registered(AccessAttempt):
             )
             self.log_deletions(request, expired)
             count, _ = expired.delete()
-            self.message_user(request, f"Cleaned up {count} expired access attempt(s).", messages.SUCCESS)
+            self.message_user(
+                request,
+                ngettext(
+                    "Cleaned up %(count)d expired access attempt.",
+                    "Cleaned up %(count)d expired access attempts.",
+                    count,
+                )
+                % {"count": count},
+                messages.SUCCESS,
+            )

@@ -16,12 +16,13 @@ from django.db import connection
 from django.db.models import Exists, OuterRef, QuerySet
 from django.db.models.expressions import RawSQL
 from django.http import HttpRequest
+from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.text import Truncator
 
-from . import console
+from . import console, console_history
 from .console_actions import CANCELLABLE, REPLAYABLE, JobActions
 from .models import FINISHED_STATES, FireRecord, Job, PausedQueue, Worker
 from .progress import view as progress_view
@@ -226,10 +227,10 @@ class JobAdmin(JobActions, admin.ModelAdmin):
         shown = console.console_state(job)
         limit = f" (limit key {job.limit_key!r})" if job.limit_wait and job.limit_key else ""
         progress = _progress_text(job)
+        runs = console_history.run_label(job, console_history.history(job, worker_name=lambda token: ""))
         return format_html(
-            "<span class='job-state job-state-{}'>{}</span>{} · attempt {} of {}{}",
-            job.state, shown, limit, job.attempt, job.max_attempts,
-            f" · progress {progress}" if progress else "",
+            "<span class='job-state job-state-{}'>{}</span>{} · {}{}",
+            job.state, shown, limit, runs, f" · progress {progress}" if progress else "",
         )  # fmt: skip
 
     @admin.display(description="job")
@@ -274,64 +275,26 @@ class JobAdmin(JobActions, admin.ModelAdmin):
             return "-"
         return format_html_join(" · ", "<a href='{}'>{}</a>", found)
 
-    @admin.display(description="attempts")
+    @admin.display(description="runs")
     def attempt_history(self, job: Job) -> str:
-        rows: list[tuple[Any, ...]] = []
-        for error in job.errors:
-            started = error.get("started_at")
-            rows.append(
-                (
-                    error.get("attempt", "?"),
-                    _worker_name(error.get("worker")),
-                    _iso_moment(started),
-                    _iso_moment(error.get("at")),
-                    _iso_duration(started, error.get("at")),
-                    error.get("exception", ""),
-                    error.get("message", ""),
-                    error.get("traceback", ""),
-                )
-            )
-        failed = {error.get("attempt") for error in job.errors}
-        if job.attempt and job.attempt not in failed and job.last_attempted_at is not None:
-            end = job.finished_at if job.state in FINISHED_STATES else None
-            outcome = "running" if job.state == State.RUNNING else str(job.state)
-            rows.append(
-                (
-                    job.attempt,
-                    _worker_name(str(job.worker_ids[-1]) if job.worker_ids else None),
-                    console.moment(job.last_attempted_at),
-                    console.moment(end),
-                    console.seconds(end - job.last_attempted_at) if end else "-",
-                    outcome,
-                    "",
-                    "",
-                )
-            )
-        if not rows:
+        found = console_history.history(job, worker_name=_worker_name)
+        if not found.entries:
             return "-"
-        body = format_html_join(
-            "",
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
-            "<td><strong>{}</strong> {}<pre class='traceback'>{}</pre></td></tr>",
-            rows,
-        )
-        return format_html(
-            "<table class='attempts'><thead><tr><th>#</th><th>worker</th><th>started</th><th>ended</th>"
-            "<th>took</th><th>outcome</th></tr></thead><tbody>{}</tbody></table>",
-            body,
-        )
+        return render_to_string("admin/jobs/job/attempts.html", {"history": found})
 
     @admin.display(description="payload edits")
     def payload_history(self, job: Job) -> str:
-        if not job.edits:
+        # Replays that kept the payload are in the runs table only.
+        edits = [e for e in job.edits if "args" in e or "kwargs" in e]
+        if not edits:
             return "-"
         return format_html_join(
             "",
             "<div class='edit'><p>Replaced at {} by {}:</p><pre>args = {}\nkwargs = {}</pre></div>",
             (
-                (_iso_moment(e.get("at")), e.get("by") or "?", console.pretty_json(e.get("args")),
-                 console.pretty_json(e.get("kwargs")))
-                for e in job.edits
+                (console_history.iso_moment(e.get("at")), e.get("by") or "?",
+                 console.pretty_json(e.get("args")), console.pretty_json(e.get("kwargs")))
+                for e in edits
             ),
         )  # fmt: skip
 
@@ -409,28 +372,6 @@ def _worker_name(token: str | None) -> str:
         return "-"
     worker = Worker.objects.filter(slot_tokens__contains=[token]).first()
     return f"{worker.hostname}:{worker.pid}" if worker else f"token {str(token)[:8]}"
-
-
-def _iso_moment(value: Any) -> str:
-    if not value:
-        return "-"
-    from datetime import datetime
-
-    try:
-        return console.moment(datetime.fromisoformat(str(value)))
-    except ValueError:
-        return str(value)
-
-
-def _iso_duration(start: Any, end: Any) -> str:
-    from datetime import datetime
-
-    if not start or not end:
-        return "-"
-    try:
-        return console.seconds(datetime.fromisoformat(str(end)) - datetime.fromisoformat(str(start)))
-    except ValueError:
-        return "-"
 
 
 @admin.register(Worker)

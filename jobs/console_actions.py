@@ -19,6 +19,7 @@ from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.text import get_text_list
+from django.utils.translation import ngettext
 from django.views.decorators.http import require_POST
 
 from . import console, store
@@ -79,7 +80,10 @@ class JobActions:
             raise Http404("no such job")
         before = job.state
         try:
-            getattr(store, function)(job.id)
+            if function == "replay":
+                store.replay(job.id, by=request.user.get_username())
+            else:
+                getattr(store, function)(job.id)
         except JobsError as exc:
             self.message_user(request, str(exc), messages.ERROR)
         else:
@@ -105,7 +109,7 @@ class JobActions:
                 from .backend import check_payload
 
                 check_payload(job.task_path, args, kwargs)
-                store.replay(job.id, args=args, kwargs=kwargs, edited_by=request.user.get_username())
+                store.replay(job.id, args=args, kwargs=kwargs, by=request.user.get_username())
             except (InvalidPayload, JobsError) as exc:
                 problem = str(exc)
             else:
@@ -210,7 +214,9 @@ class JobActions:
         if done:
             self._log(request, done, f"{verb} (was {', '.join(sorted({j.state for j in done}))})",
                       flag=DELETION if action == "discard_jobs" else CHANGE)  # fmt: skip
-            self.message_user(request, f"{verb} {len(done)} job(s).", messages.SUCCESS)
+            self.message_user(
+                request, f"{verb} {len(done)} {ngettext('job', 'jobs', len(done))}.", messages.SUCCESS
+            )
         elif not refused:
             self.message_user(
                 request,
@@ -224,7 +230,8 @@ class JobActions:
     @admin.action(description="Replay selected dead, cancelled or expired jobs", permissions=["replay"])
     def replay_jobs(self, request: HttpRequest, queryset: QuerySet[Job]) -> HttpResponse | None:
         return self._bulk(request, queryset, action="replay_jobs", states=REPLAYABLE, verb="Replayed",
-                          ask="Replay", apply=lambda job: store.replay(job.id))  # fmt: skip
+                          ask="Replay",
+                          apply=lambda job: store.replay(job.id, by=request.user.get_username()))  # fmt: skip
 
     @admin.action(description="Cancel selected scheduled, queued or running jobs", permissions=["cancel"])
     def cancel_jobs(self, request: HttpRequest, queryset: QuerySet[Job]) -> HttpResponse | None:

@@ -8,6 +8,7 @@ from typing import Any
 from django.contrib import admin, messages
 from django.db.models import Count, OuterRef, QuerySet, Subquery, Sum
 from django.http import HttpRequest
+from django.utils.translation import ngettext
 
 from . import store
 from .limits import CONSOLE
@@ -71,7 +72,15 @@ class LimitAdmin(admin.ModelAdmin):
         super().save_model(request, obj, form, change)
         woken = store.limit_changed(obj.name)
         if woken:
-            self.message_user(request, f"{woken} waiting job(s) will be decided again under the new limit.")
+            self.message_user(
+                request,
+                ngettext(
+                    "%(count)d waiting job will be decided again under the new limit.",
+                    "%(count)d waiting jobs will be decided again under the new limit.",
+                    woken,
+                )
+                % {"count": woken},
+            )
 
     @admin.action(
         description="Lift the selected limits (no rate, no concurrency limit)", permissions=["change"]
@@ -83,4 +92,9 @@ class LimitAdmin(admin.ModelAdmin):
             Limit.objects.filter(name=name).update(rate=None, concurrency=None, source=CONSOLE)
             store.limit_changed(name)
             self.log_change(request, Limit.objects.get(name=name), "Lifted: no rate, no concurrency limit.")
-        self.message_user(request, f"Lifted {len(names)} limit(s).", messages.SUCCESS)
+        self.message_user(
+            request,
+            ngettext("Lifted %(count)d limit.", "Lifted %(count)d limits.", len(names))
+            % {"count": len(names)},
+            messages.SUCCESS,
+        )

@@ -109,8 +109,11 @@ class Job(models.Model):
     # to and its place there. NULL for plain jobs, which the workflow trigger skips.
     workflow_node = models.UUIDField(null=True, blank=True)
     workflow_position = models.IntegerField(null=True, blank=True)
-    # Payloads an operator replaced when editing a dead job's arguments and replaying it,
-    # oldest first: {"at", "by", "args", "kwargs"} (the console shows them with the attempts).
+    # The job's replays, oldest first (jobs/store/operator.py): {"at", "by", "was" (the state
+    # it left), "attempt" (attempts used then), "errors" (entries of ``errors`` before it)},
+    # and "args", "kwargs" when an operator edited the arguments: the payload replaced. The
+    # console numbers the runs across replays from these. Rows replayed before replays were
+    # recorded hold payload edits only.
     edits = models.JSONField(default=list, db_default=models.Value([], models.JSONField()))
 
     class Meta:

@@ -33,6 +33,7 @@ from django.core.files.storage import default_storage
 from django.core.validators import validate_email
 from django.db import connection, transaction
 from django.utils import timezone
+from django.utils.translation import ngettext
 
 from jobs.csvfiles import csv_result_writer
 from jobs.ownership import owner_key
@@ -122,7 +123,11 @@ def split(import_id: str, *, context: JobContext) -> dict[str, Any]:
             )
         else:
             _enqueue_summary(import_id, owner)
-    context.set_progress(record.size, record.size, f"{len(chunks)} chunk(s) queued")
+    context.set_progress(
+        record.size,
+        record.size,
+        ngettext("%(count)d chunk queued", "%(count)d chunks queued", len(chunks)) % {"count": len(chunks)},
+    )
     return {"import": import_id, "chunks": len(chunks), "rows": total}
 
 

@@ -7,6 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from django.db.models import Max
+from django.utils.translation import ngettext
 
 from jobs import files
 from jobs.models import Job
@@ -41,9 +42,15 @@ def import_status(*, import_id: uuid.UUID, viewer: Any) -> dict[str, Any] | None
         total = record.total_rows or 0
         done = record.rows_done
         if record.status == ImportStatus.FINISHED:
-            message = f"finished; {record.unread} row(s) could not be read" if record.unread else "finished"
+            message = "finished"
+            if record.unread:
+                message += ngettext(
+                    "; %(count)d row could not be read", "; %(count)d rows could not be read", record.unread
+                ) % {"count": record.unread}
         else:
-            message = f"{record.chunks_done} of {record.chunk_count} chunk(s) done"
+            message = ngettext(
+                "%(done)d of %(count)d chunk done", "%(done)d of %(count)d chunks done", record.chunk_count
+            ) % {"done": record.chunks_done, "count": record.chunk_count}
         progress = {
             "done": done,
             "total": total,

@@ -11,6 +11,7 @@ from django.shortcuts import render
 from django.views.decorators.csrf import ensure_csrf_cookie
 
 from . import reporting, selectors, uploads
+from .models import ImportStatus
 
 
 @login_required
@@ -35,11 +36,15 @@ def reports_page(request: HttpRequest) -> HttpResponse:
 @login_required
 @ensure_csrf_cookie
 def imports_page(request: HttpRequest) -> HttpResponse:
+    recent = selectors.recent_imports(user=request.user)
     return render(
         request,
         "reports/imports.html",
         {
-            "recent": selectors.recent_imports(user=request.user),
+            "recent": recent,
+            # Each one gets its progress panel, polled on: reopening the page mid-import
+            # shows where it stands instead of a bare "running" row.
+            "unfinished": [item for item in recent if item["status"] != ImportStatus.FINISHED],
             "max_bytes": uploads.max_bytes(),
             "columns": uploads.COLUMNS,
         },

@@ -19,6 +19,7 @@ from django.db import connection, models
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils.html import format_html_join
+from django.utils.translation import ngettext
 
 from ..exceptions import JobsError
 from ..models import FireRecord, Schedule, ScheduleSource
@@ -159,7 +160,9 @@ class ScheduleAdmin(admin.ModelAdmin):
                 schedule.save(update_fields=["enabled"])
                 self.log_change(request, schedule, f"{verb} the schedule.")
                 changed += 1
-        self.message_user(request, f"{verb} {changed} schedule(s).", messages.SUCCESS)
+        self.message_user(
+            request, f"{verb} {changed} {ngettext('schedule', 'schedules', changed)}.", messages.SUCCESS
+        )
 
     @admin.action(description="Enable selected schedules", permissions=["change"])
     def enable_schedules(self, request: HttpRequest, queryset: QuerySet[Schedule]) -> None:

@@ -8,9 +8,9 @@ from datetime import datetime
 from typing import Any
 
 from django.db import IntegrityError, transaction
-from django.db.models import F, JSONField, Q, Value
+from django.db.models import F, Func, IntegerField, JSONField, Q, Value
 from django.db.models.expressions import CombinedExpression
-from django.db.models.functions import Now
+from django.db.models.functions import JSONObject, Now
 
 from ..exceptions import JobNotFound, TransitionNotAllowed
 from ..models import Job, PausedQueue
@@ -70,17 +70,25 @@ def replay(
     *,
     args: list[Any] | None = None,
     kwargs: dict[str, Any] | None = None,
-    edited_by: str = "",
+    by: str = "",
 ) -> None:
     """Queue a dead, cancelled or expired job again with fresh attempts, optionally with a
-    new payload (checked by the caller: jobs.backend.check_payload); the payload it replaces
-    is kept in ``edits``. Its error history is kept; an expired job's deadline is lifted.
-    The job takes its dedupe key back unless another unfinished job holds it now. A job
-    whose lease is still live is refused."""
+    new payload (checked by the caller: jobs.backend.check_payload). Its error history is
+    kept, and the replay is added to ``edits`` (who, when, the state and attempt it ended
+    with, and how many errors came before it, so the console can tell the runs of each
+    replay apart), with the payload it replaced when there is a new one. An expired job's
+    deadline is lifted. The job takes its dedupe key back unless another unfinished job
+    holds it now. A job whose lease is still live is refused."""
     fresh: dict[str, Any] = dict(
         state=State.QUEUED, expires_at=None, attempt=0, started_attempt=0, handbacks=0, worker_ids=[],
         worker_id=None, lease_expires_at=None, run_at=Now(), finished_at=None, result=None, progress=None,
         cancel_requested_at=None,
+    )  # fmt: skip
+    # Built by the guarded UPDATE itself from the row it changes: the state and counts are
+    # those the replay ends, and the time is the database's.
+    entry: dict[str, Any] = dict(
+        at=Now(), by=Value(by), was=F("state"), attempt=F("attempt"),
+        errors=Func(F("errors"), function="jsonb_array_length", output_field=IntegerField()),
     )  # fmt: skip
     allowed = [State.DEAD, State.CANCELLED, State.EXPIRED]
     with transaction.atomic():
@@ -88,22 +96,17 @@ def replay(
             old = Job.objects.select_for_update().filter(id=job_id).values("args", "kwargs").first()
             if old is None:
                 raise JobNotFound(f"no job with id {job_id}")
-            entry = {"at": _now_iso(), "by": edited_by, "args": old["args"], "kwargs": old["kwargs"]}
-            fresh["edits"] = CombinedExpression(F("edits"), "||", Value([entry], JSONField()))
+            entry.update(args=Value(old["args"], JSONField()), kwargs=Value(old["kwargs"], JSONField()))
             fresh["args"] = old["args"] if args is None else args
             fresh["kwargs"] = old["kwargs"] if kwargs is None else kwargs
+        added = Func(JSONObject(**entry), function="jsonb_build_array", output_field=JSONField())
+        fresh["edits"] = CombinedExpression(F("edits"), "||", added)
         try:
             with transaction.atomic():
                 _guarded_update(job_id, allowed, also=_NO_LIVE_LEASE, dedupe_lapsed=False, **fresh)
         except IntegrityError:
             # Another unfinished job holds the key now: this one runs without it.
             _guarded_update(job_id, allowed, also=_NO_LIVE_LEASE, dedupe_lapsed=True, **fresh)
-
-
-def _now_iso() -> str:
-    from django.utils import timezone
-
-    return timezone.now().isoformat()
 
 
 def pause_queue(name: str, *, by: str = "") -> bool:

@@ -18,6 +18,7 @@ from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html
 from django.utils.safestring import mark_safe
+from django.utils.translation import ngettext
 
 from ..exceptions import JobsError
 from ..models import Workflow as WorkflowRow
@@ -64,7 +65,12 @@ class WorkflowAdmin(admin.ModelAdmin):
             status = cancel(workflow_id)
             self._log(request, workflow_id, f"Cancel: the workflow is {status}.")
             done += status == "cancelled"
-        self.message_user(request, f"Cancelled {done} workflow(s).", messages.SUCCESS)
+        self.message_user(
+            request,
+            ngettext("Cancelled %(count)d workflow.", "Cancelled %(count)d workflows.", done)
+            % {"count": done},
+            messages.SUCCESS,
+        )
 
     def _log(self, request: HttpRequest, workflow_id: uuid.UUID, message: str) -> None:
         row = WorkflowRow.objects.filter(id=workflow_id).first()

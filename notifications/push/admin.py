@@ -16,6 +16,7 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html
+from django.utils.translation import ngettext
 
 from . import selectors, services
 from .exceptions import InvalidNotification
@@ -72,7 +73,12 @@ class DeviceAdmin(admin.ModelAdmin):
         )
         for device in devices:
             self.log_change(request, device, "Deactivated the device.")
-        self.message_user(request, f"Deactivated {done} device(s).", messages.SUCCESS)
+        self.message_user(
+            request,
+            ngettext("Deactivated %(count)d device.", "Deactivated %(count)d devices.", done)
+            % {"count": done},
+            messages.SUCCESS,
+        )
 
     @admin.action(description="Reactivate selected devices", permissions=["change"])
     def reactivate(self, request: HttpRequest, queryset: QuerySet[Device]) -> None:
@@ -80,7 +86,12 @@ class DeviceAdmin(admin.ModelAdmin):
         done = services.devices_reactivate(device_ids=[device.pk for device in devices])
         for device in devices:
             self.log_change(request, device, "Reactivated the device.")
-        self.message_user(request, f"Reactivated {done} device(s).", messages.SUCCESS)
+        self.message_user(
+            request,
+            ngettext("Reactivated %(count)d device.", "Reactivated %(count)d devices.", done)
+            % {"count": done},
+            messages.SUCCESS,
+        )
 
 
 @admin.register(PushDelivery)
@@ -198,7 +209,12 @@ class PushNotificationAdmin(admin.ModelAdmin):
         except InvalidNotification as exc:
             form.add_error(exc.field if exc.field in form.fields else None, str(exc))
             return None
-        self.message_user(request, f"Enqueued {len(deliveries)} delivery job(s).", messages.SUCCESS)
+        self.message_user(
+            request,
+            ngettext("Enqueued %(count)d delivery job.", "Enqueued %(count)d delivery jobs.", len(deliveries))
+            % {"count": len(deliveries)},
+            messages.SUCCESS,
+        )
         return notification
 
     def change_view(

@@ -59,11 +59,17 @@
     return bytes + " bytes";
   }
 
-  /* Replace the element #id with the same one from a fresh copy of this page. */
+  /* Replace the element #id with the same one from a fresh copy of this page. Only the
+     latest request for an id is applied: with several jobs watched, an earlier copy that
+     arrives last would bring back statuses already out of date. */
+  var refreshes = {};
   function refreshSection(id) {
+    var ticket = (refreshes[id] || 0) + 1;
+    refreshes[id] = ticket;
     fetch(window.location.href, { credentials: "same-origin", cache: "no-store" })
       .then(function (response) { return response.text(); })
       .then(function (html) {
+        if (refreshes[id] !== ticket) { return; }
         var fresh = new DOMParser().parseFromString(html, "text/html").getElementById(id);
         var current = document.getElementById(id);
         if (fresh && current) { current.replaceWith(fresh); }

@@ -94,7 +94,7 @@ def test_an_operator_repairs_a_dead_job_and_pauses_a_queue(admin_page, live_serv
         expect(page.locator(".job-confirm-count")).to_have_text("Replay these 3 jobs.")
         page.screenshot(path=str(shots / "console-confirm.png"), full_page=True)
         page.click("input[type=submit]")
-        expect(page.locator(".messagelist")).to_contain_text("Replayed 3 job(s).")
+        expect(page.locator(".messagelist")).to_contain_text("Replayed 3 jobs.")
 
         # The worker takes nothing from the paused queue while it keeps serving the other.
         ok = factories.job(State.QUEUED, task_path="tests.tasks.basic.noop")

@@ -43,7 +43,7 @@ def test_resend_verification_enqueues_a_job_and_is_logged(admin_client) -> None:
     response = admin_client.post(
         "/admin/auth/user/", {"action": "resend_verification", "_selected_action": [ann.pk]}, follow=True
     )
-    assert "Queued 1 verification email(s)." in response.content.decode()
+    assert "Queued 1 verification email." in response.content.decode()
     job = Job.objects.get(task_path="accounts.tasks.send_signup_email")
     assert job.args == [ann.pk] and job.public
     assert Account.objects.get(pk=ann.pk).email_generation == 2
@@ -94,7 +94,7 @@ def test_revoking_tokens_is_logged(admin_client) -> None:
     response = admin_client.post(
         "/admin/accounts/apitoken/", {"action": "revoke", "_selected_action": [row.pk]}, follow=True
     )
-    assert "Revoked 1 token(s)." in response.content.decode()
+    assert "Revoked 1 token." in response.content.decode()
     assert ApiToken.objects.get().revoked_at is not None
     assert LogEntry.objects.get(object_id=str(row.pk)).get_change_message() == "Revoked the token."
 

@@ -234,7 +234,7 @@ def test_cleaning_up_expired_login_attempts_needs_delete_and_is_logged(django_us
     act(viewing, url, "cleanup_expired_attempts", attempt.pk)
     assert AccessAttempt.objects.count() == 2 and not LogEntry.objects.exists()
     response = act(operating, url, "cleanup_expired_attempts", attempt.pk)
-    assert "Cleaned up 1 expired access attempt(s)." in response.content.decode()
+    assert "Cleaned up 1 expired access attempt." in response.content.decode()
     assert list(AccessAttempt.objects.all()) == [fresh]
     entry = LogEntry.objects.get()
     assert (entry.action_flag, entry.object_id, entry.user_id) == (DELETION, str(attempt.pk), operator.pk)

@@ -265,7 +265,7 @@ def test_an_import_that_read_fewer_rows_than_it_counted_says_so_and_keeps_its_to
     assert (record.total_rows, record.rows_done, record.unread) == (5, 2, 3)
     body = status(logged_in, answer["id"])
     assert body["counts"]["unread"] == 3 and body["progress"]["total"] == 5
-    assert body["progress"]["message"] == "finished; 3 row(s) could not be read"
+    assert body["progress"]["message"] == "finished; 3 rows could not be read"
 
 
 @pytest.mark.parametrize(

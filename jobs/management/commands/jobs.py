@@ -212,7 +212,7 @@ class Command(BaseCommand):
             ids = [parse_id(text) for text in options["ids"]]
         else:
             raise CommandError("give job ids, or --dead [--task T] [--queue Q]")
-        self._each(ids, store.replay, "replayed")
+        self._each(ids, lambda job_id: store.replay(job_id, by="manage.py jobs"), "replayed")
 
     def do_cancel(self, options: dict[str, Any]) -> None:
         self._each([parse_id(text) for text in options["ids"]], store.cancel, "cancelled")

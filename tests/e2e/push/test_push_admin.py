@@ -58,7 +58,7 @@ def test_compose_send_and_watch_a_notification(
     assert page.locator("#id_users_to option").all_inner_texts() == ["ana", "budi"]
     page.fill("#id_data", '{"order": "42"}')
     page.click("input[type=submit]")
-    expect(page.locator(".messagelist")).to_contain_text("Enqueued 3 delivery job(s).")
+    expect(page.locator(".messagelist")).to_contain_text("Enqueued 3 delivery jobs.")
     expect(page.locator("[role=status]")).to_contain_text("0 of 3 deliveries finished")
     expect(page.locator(".counts .outcome-queued b")).to_have_text("3")
     assert page.locator("meta[http-equiv=refresh]").count() == 1
@@ -95,7 +95,7 @@ def test_compose_send_and_watch_a_notification(
     page.check(f"input[name=_selected_action][value='{gone.id}']")
     page.select_option("select[name=action]", "reactivate")
     page.click("button[name=index]")
-    expect(page.locator(".messagelist")).to_contain_text("Reactivated 1 device(s).")
+    expect(page.locator(".messagelist")).to_contain_text("Reactivated 1 device.")
     assert Device.objects.filter(active=True).count() == 3
     assert {phone.id, tablet.id, gone.id} == set(Device.objects.values_list("id", flat=True))
     print(f"screenshots in {tmp_path}")
