@@ -291,12 +291,16 @@ ACCOUNTS_RESEND_COOLDOWN_IP = env.int("ACCOUNTS_RESEND_COOLDOWN_IP", default=20)
 CLIENT_IP_PROXY_COUNT = env.int("CLIENT_IP_PROXY_COUNT", default=0)
 
 # Login throttling (django-axes) for the site and the admin: after AXES_FAILURE_LIMIT wrong
-# passwords for one account, or from one IP, that account or IP is locked out for the
-# cool-off time. Per account as well as per IP, so spreading guesses over addresses does not
-# help; the price is that someone can lock a known username out for the cool-off time.
+# passwords for one account from one IP, that account is locked out from that IP for the
+# cool-off time; after ACCOUNTS_LOGIN_IP_FAILURE_LIMIT failed logins from one IP over any
+# usernames, the IP is. Not per account alone (anyone could lock the admin out from anywhere)
+# nor per IP alone at the account's limit (one shared office NAT would lock everyone out).
 AXES_FAILURE_LIMIT = env.int("AXES_FAILURE_LIMIT", default=5)
+ACCOUNTS_LOGIN_IP_FAILURE_LIMIT = env.int("ACCOUNTS_LOGIN_IP_FAILURE_LIMIT", default=30)
 AXES_COOLOFF_TIME = timedelta(seconds=env.int("AXES_COOLOFF_SECONDS", default=900))
-AXES_LOCKOUT_PARAMETERS = ["ip_address", "username"]
+# Counted by accounts.lockout.LoginLockoutHandler, which applies the two limits above.
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"], "ip_address"]
+AXES_HANDLER = "accounts.lockout.LoginLockoutHandler"
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_TEMPLATE = "accounts/locked_out.html"
 AXES_CLIENT_IP_CALLABLE = "accounts.clientip.client_ip"
