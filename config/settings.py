@@ -48,6 +48,8 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     # First: the request's trace id (traceparent / X-Request-ID) and request metrics.
     "jobs.middleware.ObserveMiddleware",
+    # Next: every error under /api/ answers JSON, whichever layer below made it.
+    "accounts.jsonapi.ApiErrorsMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
