@@ -316,7 +316,14 @@ AXES_USERNAME_CALLABLE = "accounts.backends.lockout_username"
 # (ANYMAIL_POSTMARK_SERVER_TOKEN=..., see .env.example).
 SMTP_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
 _email = env.email_url("EMAIL_URL", default="consolemail://")
-_mailer_backend = env.str("EMAIL_BACKEND", default=_email["EMAIL_BACKEND"])
+# consolemail:// (development) is the outbox: each message is kept under EMAIL_OUTBOX_DIR for
+# the staff page /admin/outbox/ and its text part printed decoded, so its links work.
+_console = _email["EMAIL_BACKEND"] == "django.core.mail.backends.console.EmailBackend"
+_mailer_backend = env.str(
+    "EMAIL_BACKEND",
+    default="notifications.email.outbox.OutboxBackend" if _console else _email["EMAIL_BACKEND"],
+)
+EMAIL_OUTBOX_DIR = env.str("EMAIL_OUTBOX_DIR", default=str(BASE_DIR / ".data" / "outbox"))
 # Every network call to a mail server or provider gives up after this many seconds.
 _email_timeout = env.float("EMAIL_TIMEOUT", default=10.0)
 MAILERS = {
