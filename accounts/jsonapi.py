@@ -6,15 +6,23 @@ their own: the signup endpoints are anonymous, and an API caller authenticates w
 bearer token (which no third-party page can make a browser send). A caller that uses a
 staff session instead is checked for CSRF here, exactly as a form would be (send the
 ``csrftoken`` cookie's value in an ``X-CSRFToken`` header).
+
+Every answer of 400 or more under ``/api/`` is JSON with an ``error`` field, whatever made
+it (ApiErrorsMiddleware): an unknown URL or malformed id, a wrong method, a view that
+raises, in DEBUG as in production.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from http import HTTPStatus
 from typing import Any
 
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.middleware.csrf import CsrfViewMiddleware
+
+from jobs.observe import current_trace
 
 from .authentication import bearer_token_state
 
@@ -78,3 +86,66 @@ def _unauthorized(message: str) -> JsonResponse:
     response = error(401, message)
     response["WWW-Authenticate"] = 'Bearer realm="api"'
     return response
+
+
+API_PREFIX = "/api/"
+_NOT_FOUND_MESSAGE = "_api_not_found_message"
+
+
+class ApiErrorsMiddleware:
+    """Turns the HTML error pages Django makes (its 404 and 500 pages, debug or not; a bare
+    405 or 400) into JSON for API URLs. Answers that are JSON already pass unchanged. It sits
+    near the top of MIDDLEWARE, so it sees what every layer below it answered, after Django
+    has logged the error."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        response = self.get_response(request)
+        if response.status_code < 400 or not request.path.startswith(API_PREFIX):
+            return response
+        if response.get("Content-Type", "").startswith("application/json"):
+            return response
+        return _json_error(request, response)
+
+    def process_exception(self, request: HttpRequest, exception: Exception) -> None:
+        # A view's "no such job" says more than the generic 404; Django's own handling of the
+        # exception (logging, the status) goes on as usual.
+        if isinstance(exception, Http404) and request.path.startswith(API_PREFIX) and exception.args:
+            setattr(request, _NOT_FOUND_MESSAGE, str(exception.args[0]))
+
+
+def _json_error(request: HttpRequest, response: HttpResponse) -> JsonResponse:
+    status = response.status_code
+    extra: dict[str, Any] = {}
+    if status == 404:
+        message = getattr(request, _NOT_FOUND_MESSAGE, None) or (
+            f"nothing at {request.path}: check the URL (ids in API URLs are UUIDs, "
+            "as given by the API that created them)"
+        )
+    elif status == 405:
+        allowed = [method.strip() for method in response.get("Allow", "").split(",") if method.strip()]
+        message = f"{request.method} is not allowed here; use {' or '.join(allowed) or 'another method'}"
+        extra["allowed"] = allowed
+    elif status == 500:
+        message = "the server failed to answer; the error is logged, try again later"
+        if trace_id := current_trace.get():
+            message += f" or report request id {trace_id}"
+            extra["request_id"] = trace_id
+    elif status == 400:
+        message = "the request could not be read (malformed, too big or not allowed)"
+    elif status == 403:
+        message = "permission denied"
+    elif status == 401:
+        message = "authentication required: send an API token: Authorization: Bearer <token>"
+    else:
+        try:
+            message = HTTPStatus(status).phrase.lower()
+        except ValueError:
+            message = "error"
+    answer = error(status, message, **extra)
+    for header in ("Allow", "WWW-Authenticate", "Retry-After", "X-Request-ID"):
+        if header in response:
+            answer[header] = response[header]
+    return answer

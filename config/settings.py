@@ -48,6 +48,8 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     # First: the request's trace id (traceparent / X-Request-ID) and request metrics.
     "jobs.middleware.ObserveMiddleware",
+    # Next: every error under /api/ answers JSON, whichever layer below made it.
+    "accounts.jsonapi.ApiErrorsMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -291,12 +293,16 @@ ACCOUNTS_RESEND_COOLDOWN_IP = env.int("ACCOUNTS_RESEND_COOLDOWN_IP", default=20)
 CLIENT_IP_PROXY_COUNT = env.int("CLIENT_IP_PROXY_COUNT", default=0)
 
 # Login throttling (django-axes) for the site and the admin: after AXES_FAILURE_LIMIT wrong
-# passwords for one account, or from one IP, that account or IP is locked out for the
-# cool-off time. Per account as well as per IP, so spreading guesses over addresses does not
-# help; the price is that someone can lock a known username out for the cool-off time.
+# passwords for one account from one IP, that account is locked out from that IP for the
+# cool-off time; after ACCOUNTS_LOGIN_IP_FAILURE_LIMIT failed logins from one IP over any
+# usernames, the IP is. Not per account alone (anyone could lock the admin out from anywhere)
+# nor per IP alone at the account's limit (one shared office NAT would lock everyone out).
 AXES_FAILURE_LIMIT = env.int("AXES_FAILURE_LIMIT", default=5)
+ACCOUNTS_LOGIN_IP_FAILURE_LIMIT = env.int("ACCOUNTS_LOGIN_IP_FAILURE_LIMIT", default=30)
 AXES_COOLOFF_TIME = timedelta(seconds=env.int("AXES_COOLOFF_SECONDS", default=900))
-AXES_LOCKOUT_PARAMETERS = ["ip_address", "username"]
+# Counted by accounts.lockout.LoginLockoutHandler, which applies the two limits above.
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"], "ip_address"]
+AXES_HANDLER = "accounts.lockout.LoginLockoutHandler"
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_TEMPLATE = "accounts/locked_out.html"
 AXES_CLIENT_IP_CALLABLE = "accounts.clientip.client_ip"
@@ -310,7 +316,14 @@ AXES_USERNAME_CALLABLE = "accounts.backends.lockout_username"
 # (ANYMAIL_POSTMARK_SERVER_TOKEN=..., see .env.example).
 SMTP_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
 _email = env.email_url("EMAIL_URL", default="consolemail://")
-_mailer_backend = env.str("EMAIL_BACKEND", default=_email["EMAIL_BACKEND"])
+# consolemail:// (development) is the outbox: each message is kept under EMAIL_OUTBOX_DIR for
+# the staff page /admin/outbox/ and its text part printed decoded, so its links work.
+_console = _email["EMAIL_BACKEND"] == "django.core.mail.backends.console.EmailBackend"
+_mailer_backend = env.str(
+    "EMAIL_BACKEND",
+    default="notifications.email.outbox.OutboxBackend" if _console else _email["EMAIL_BACKEND"],
+)
+EMAIL_OUTBOX_DIR = env.str("EMAIL_OUTBOX_DIR", default=str(BASE_DIR / ".data" / "outbox"))
 # Every network call to a mail server or provider gives up after this many seconds.
 _email_timeout = env.float("EMAIL_TIMEOUT", default=10.0)
 MAILERS = {

@@ -8,6 +8,7 @@ from accounts import views as accounts_views
 from jobs import dashboard as jobs_dashboard
 from jobs.metrics import metrics_view
 from notifications.email import api as email_api
+from notifications.email import views as email_views
 
 # The admin's modules are discovered here, not at start-up (config/apps.py).
 admin.autodiscover()
@@ -19,6 +20,8 @@ urlpatterns = [
     path("accounts/", include("accounts.urls")),
     # The console's dashboard lives with the jobs in the admin (before the admin's own routes).
     path("admin/jobs/dashboard/", admin.site.admin_view(jobs_dashboard.view), name="jobs-dashboard"),
+    # Email kept by the development outbox backend (404 when mail goes to a real server).
+    path("admin/outbox/", admin.site.admin_view(email_views.outbox_page), name="email-outbox"),
     path("admin/", admin.site.urls),
     # Prometheus, with the bearer METRICS_TOKEN (404 while it is unset).
     path("metrics", metrics_view, name="metrics"),

@@ -19,4 +19,9 @@ if "MEDIA_ROOT" not in os.environ:
     os.environ["MEDIA_ROOT"] = tempfile.mkdtemp(prefix="jobqueue-test-media-")
     atexit.register(shutil.rmtree, os.environ["MEDIA_ROOT"], ignore_errors=True)
 
+# The development outbox of this run (worker subprocesses inherit it), never the checkout's.
+if "EMAIL_OUTBOX_DIR" not in os.environ:
+    os.environ["EMAIL_OUTBOX_DIR"] = tempfile.mkdtemp(prefix="jobqueue-test-outbox-")
+    atexit.register(shutil.rmtree, os.environ["EMAIL_OUTBOX_DIR"], ignore_errors=True)
+
 from config.settings import *  # noqa: F403

@@ -12,6 +12,7 @@ NOT_SENDING = {
     "django.core.mail.backends.locmem.EmailBackend": "keeps messages in memory",
     "django.core.mail.backends.dummy.EmailBackend": "drops messages",
     "django.core.mail.backends.filebased.EmailBackend": "writes messages to files",
+    "notifications.email.outbox.OutboxBackend": "keeps messages in the development outbox",
 }
 
 

@@ -9,7 +9,7 @@ import pytest
 from axes.models import AccessAttempt
 from django.contrib.auth import get_user_model
 from django.contrib.auth.tokens import default_token_generator
-from django.test import Client
+from django.test import Client, override_settings
 from django.urls import reverse
 from django.utils.encoding import force_bytes
 from django.utils.http import urlsafe_base64_encode
@@ -60,23 +60,60 @@ def test_an_unverified_user_is_told_how_to_get_a_link_only_with_the_right_passwo
     assert admin.status_code == 200 and "_auth_user_id" not in admin.wsgi_request.session
 
 
-def test_repeated_wrong_passwords_lock_the_account_out_with_a_clear_message(settings) -> None:
+def test_repeated_wrong_passwords_lock_the_account_out_from_that_ip_with_a_clear_message(settings) -> None:
     verified_user(username="cy", email="cy@example.com")
-    for n in range(settings.AXES_FAILURE_LIMIT - 1):
-        assert login(Client(), "cy", "wrong", ip=f"10.0.0.{n}").status_code == 200
-    locked = login(Client(), "cy@example.com", "wrong", ip="10.0.1.1")
+    verified_user(username="cat", email="cat@example.com")
+    for _ in range(settings.AXES_FAILURE_LIMIT - 1):
+        assert login(Client(), "cy", "wrong", ip="10.0.0.1").status_code == 200
+    # By address or by username, the guesses count against one account.
+    locked = login(Client(), "cy@example.com", "wrong", ip="10.0.0.1")
     assert locked.status_code == 429
-    assert "Too many failed logins" in locked.content.decode()
-    # The right password from yet another address does not get in during the cool-off.
-    assert login(Client(), "cy", PASSWORD, ip="10.0.2.2").status_code == 429
+    page = locked.content.decode()
+    assert "Too many failed logins" in page and "Try again in 15 minutes" in page
+    assert reverse("accounts:password_reset") in page
+    # The right password from that address does not get in during the cool-off...
+    assert login(Client(), "cy", PASSWORD, ip="10.0.0.1").status_code == 429
+    # ...while another account behind the same address, and cy from elsewhere, still do.
+    assert login(Client(), "cat", PASSWORD, ip="10.0.0.1")["Location"] == reverse("home")
+    assert login(Client(), "cy", PASSWORD, ip="10.0.2.2")["Location"] == reverse("home")
 
 
-def test_repeated_wrong_passwords_from_one_ip_lock_that_ip_out(settings) -> None:
+@override_settings(DEBUG=False)
+def test_failures_for_a_missing_user_do_not_lock_the_admin_out_from_the_same_ip(settings) -> None:
+    User.objects.create_superuser("admin", "admin@example.com", PASSWORD)
+    for _ in range(settings.AXES_FAILURE_LIMIT + 1):
+        login(Client(), "ghost", "wrong", ip="10.5.5.5", path="/admin/login/")
+    assert login(Client(), "ghost", "wrong", ip="10.5.5.5", path="/admin/login/").status_code == 429
+    admin = Client()
+    entered = admin.post(
+        "/admin/login/?next=/admin/",
+        {"username": "admin", "password": PASSWORD, "next": "/admin/"},
+        REMOTE_ADDR="10.5.5.5",
+    )
+    assert entered.status_code == 302 and entered["Location"] == "/admin/"
+
+
+def test_many_usernames_from_one_ip_lock_that_ip_out(settings) -> None:
+    settings.ACCOUNTS_LOGIN_IP_FAILURE_LIMIT = 12
     verified_user(username="dee", email="dee@example.com")
-    for n in range(settings.AXES_FAILURE_LIMIT):
-        login(Client(), f"guess{n}", "wrong", ip="10.9.9.9")
-    assert login(Client(), "dee", PASSWORD, ip="10.9.9.9").status_code == 429
+    # A spray: a few guesses each at many usernames, none reaching the account limit.
+    for n in range(settings.ACCOUNTS_LOGIN_IP_FAILURE_LIMIT - 1):
+        assert login(Client(), f"guess{n // 2}", "wrong", ip="10.9.9.9").status_code == 200
+    assert login(Client(), "one-more", "wrong", ip="10.9.9.9").status_code == 429
+    locked = login(Client(), "dee", PASSWORD, ip="10.9.9.9")
+    assert locked.status_code == 429
+    page = locked.content.decode()
+    assert "too many failed logins came from it" in page and "Try again in 15 minutes" in page
     assert login(Client(), "dee", PASSWORD, ip="10.9.9.10")["Location"] == reverse("home")
+
+
+def test_a_login_does_not_forgive_its_ips_failures_for_other_usernames(settings) -> None:
+    settings.ACCOUNTS_LOGIN_IP_FAILURE_LIMIT = 8
+    verified_user(username="dee", email="dee@example.com")
+    for n in range(settings.ACCOUNTS_LOGIN_IP_FAILURE_LIMIT - 1):
+        login(Client(), f"guess{n}", "wrong", ip="10.9.9.9")
+    assert login(Client(), "dee", PASSWORD, ip="10.9.9.9")["Location"] == reverse("home")
+    assert login(Client(), "guess-again", "wrong", ip="10.9.9.9").status_code == 429
 
 
 def test_the_admin_login_is_throttled_too(settings) -> None:
