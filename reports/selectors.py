@@ -7,6 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from django.db.models import Max
+from django.template.defaultfilters import pluralize
 
 from jobs import files
 from jobs.models import Job
@@ -41,9 +42,15 @@ def import_status(*, import_id: uuid.UUID, viewer: Any) -> dict[str, Any] | None
         total = record.total_rows or 0
         done = record.rows_done
         if record.status == ImportStatus.FINISHED:
-            message = f"finished; {record.unread} row(s) could not be read" if record.unread else "finished"
+            message = (
+                f"finished; {record.unread} row{pluralize(record.unread)} could not be read"
+                if record.unread
+                else "finished"
+            )
         else:
-            message = f"{record.chunks_done} of {record.chunk_count} chunk(s) done"
+            message = (
+                f"{record.chunks_done} of {record.chunk_count} chunk{pluralize(record.chunk_count)} done"
+            )
         progress = {
             "done": done,
             "total": total,
