@@ -12,6 +12,7 @@ import pytest
 from playwright.sync_api import expect
 
 from jobs.models import Job, Schedule
+from tests import factories
 from tests.accounts_support import verified_user
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
@@ -119,4 +120,27 @@ def test_the_schedule_form_says_a_schedule_needs_a_cron_or_an_interval(
     shots(page, "schedule-form-error")
     page.locator(".field-cron").evaluate("row => row.scrollIntoView({block: 'center'})")
     shots(page, "schedule-form-error-timing")
+    context.close()
+
+
+def test_an_import_of_one_row_says_row_not_rows(browser, live_server, media_root, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    verified_user(username="ann", email="ann@example.com", password=PASSWORD)
+    context = browser.new_context(viewport={"width": 1366, "height": 768})
+    page = context.new_page()
+    page.goto(f"{live_server.url}/accounts/login/")
+    page.fill("#id_username", "ann")
+    page.fill("#id_password", PASSWORD)
+    page.click("button[type=submit]")
+    page.goto(f"{live_server.url}/imports/")
+    upload = tmp_path / "one.csv"
+    upload.write_text("name,email,phone,country\nFay Wu,fay@example.com,,XX\n")
+    page.set_input_files("#id_file", str(upload))
+    page.click("text=Upload and import")
+    expect(page.locator(".job-panel .job-state")).to_have_text("queued")
+    while factories.run_due():
+        pass
+    expect(page.locator(".job-panel .counts")).to_have_text(
+        "1 row: 0 new, 0 updated, 0 unchanged, 1 rejected."
+    )
+    expect(page.locator("#rejected-download")).to_have_text("Download the rejected row (1)")
     context.close()
