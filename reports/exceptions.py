@@ -17,5 +17,9 @@ class BadReportRequest(ReportsError):
         self.errors = errors
 
 
+class UnknownCountry(ReportsError):
+    """Text that is not the name or code of an ISO 3166 country."""
+
+
 class ReportNotAllowed(ReportsError):
     """A report kind the caller may not run (staff only)."""

@@ -32,6 +32,7 @@ from django.core.files import File
 from django.core.files.storage import default_storage
 from django.core.validators import validate_email
 from django.db import connection, transaction
+from django.template.defaultfilters import pluralize
 from django.utils import timezone
 from django.utils.translation import ngettext
 
@@ -39,11 +40,15 @@ from jobs.csvfiles import csv_result_writer
 from jobs.ownership import owner_key
 from jobs.progress import JobContext
 
+from .countries import HOW_TO_WRITE, country_code
+from .exceptions import UnknownCountry
 from .models import Import, ImportChunk, ImportRejection, ImportStatus
 
 PHONE_CHARACTERS = frozenset("0123456789+-(). ")
 # Characters of a line that cannot be read kept with its rejection (the file has the rest).
 UNREADABLE_KEPT = 1000
+# The rejected-rows file's last column: a line that does not fit the header, as written.
+UNFIT_COLUMN = "text of a line that does not fit"
 
 
 @dataclass(frozen=True)
@@ -162,10 +167,13 @@ def check_rows(records: Iterator[tuple[int, list[str], str]], columns: list[str]
 
 def _check_row(values: list[str], columns: list[str]) -> tuple[tuple[str, str, str, str] | None, str]:
     if len(values) != len(columns):
-        return None, f"expected {len(columns)} fields, found {len(values)}"
+        return None, (
+            f"the line has {len(values)} field{pluralize(len(values))} but the header has "
+            f"{len(columns)} ({', '.join(columns)})"
+        )
     fields = {column: value.strip() for column, value in zip(columns, values, strict=True)}
     name, email = fields.get("name", ""), fields.get("email", "")
-    phone, country = fields.get("phone", ""), fields.get("country", "").upper()
+    phone = fields.get("phone", "")
     if not name:
         return None, "name is missing"
     if len(name) > 200:
@@ -180,8 +188,10 @@ def _check_row(values: list[str], columns: list[str]) -> tuple[tuple[str, str, s
         return None, "email is longer than 254 characters"
     if len(phone) > 40 or not set(phone) <= PHONE_CHARACTERS:
         return None, "phone may hold only digits, spaces and + - ( ) . (at most 40)"
-    if country and not (len(country) == 2 and country.isascii() and country.isalpha()):
-        return None, f"country {country[:20]!r} is not a two-letter code"
+    try:
+        country = country_code(fields.get("country", ""))
+    except UnknownCountry as exc:
+        return None, f"{exc} Enter {HOW_TO_WRITE}, or leave it empty."
     return (name, email, phone, country), ""
 
 
@@ -243,7 +253,9 @@ def run_chunk(
         handle.seek(start)
         data = handle.read(end - start)
     checked = check_rows(_records(data, first_line), record.columns)
-    context.set_progress(checked.rows, checked.rows, f"chunk {index}: {checked.rows} rows checked")
+    context.set_progress(
+        checked.rows, checked.rows, f"chunk {index}: {checked.rows} row{pluralize(checked.rows)} checked"
+    )
     with transaction.atomic(), connection.cursor() as cursor:
         # First, so a concurrent attempt at the same chunk waits here and then finds it done.
         cursor.execute(
@@ -314,6 +326,26 @@ def _enqueue_summary(import_id: str, owner: str) -> None:
     Import.objects.filter(id=import_id).update(summary_job_id=uuid.UUID(result.id))
 
 
+def rejected_row(line: int, reason: str, values: list[str], columns: list[str]) -> list[Any]:
+    """A rejected row of the rejected-rows file: its values under the header's columns, or,
+    for a line that does not fit them (too few or too many fields, or not readable as CSV),
+    empty columns and the line's text in the last one, so no value sits under a column
+    that is not its own."""
+    if len(values) == len(columns):
+        return [line, reason, *values, ""]
+    return [line, reason, *([""] * len(columns)), _line_text(values)]
+
+
+def _line_text(values: list[str]) -> str:
+    """The text of a line kept as its fields (a line that could not be read is kept as one
+    value, its text)."""
+    if len(values) == 1:
+        return values[0]
+    out = io.StringIO()
+    csv.writer(out, lineterminator="").writerow(values)
+    return out.getvalue()
+
+
 def summarize(import_id: str, *, job_id: str, context: JobContext) -> dict[str, Any]:
     record = Import.objects.get(id=import_id)
     rejections = (
@@ -322,9 +354,9 @@ def summarize(import_id: str, *, job_id: str, context: JobContext) -> dict[str, 
         .values_list("line", "reason", "values")
     )
     with csv_result_writer(job_id, "rejected-rows.csv") as (writer, out):
-        writer.writerow(["line", "reason", *record.columns])
+        writer.writerow(["line", "reason", *record.columns, UNFIT_COLUMN])
         for n, (line, reason, values) in enumerate(rejections.iterator(chunk_size=2000)):
-            writer.writerow([line, reason, *values])
+            writer.writerow(rejected_row(line, reason, values, record.columns))
             if n % 1000 == 0:
                 context.set_progress(n, record.rejected, "writing the rejected rows")
     # total_rows stays what the scan counted: were fewer rows read, the import says so

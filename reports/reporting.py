@@ -26,7 +26,8 @@ from jobs.csvfiles import csv_result_writer
 from jobs.ownership import owner_key
 from jobs.progress import JobContext
 
-from .exceptions import BadReportRequest, ReportNotAllowed
+from .countries import HOW_TO_WRITE, country_code
+from .exceptions import BadReportRequest, ReportNotAllowed, UnknownCountry
 from .models import Customer
 
 # Rows between two progress reports.
@@ -46,12 +47,14 @@ def _clean_customers(params: dict[str, Any]) -> dict[str, Any]:
     unknown = set(params) - {"country"}
     for name in sorted(unknown):
         errors[f"params.{name}"] = ["unknown parameter"]
-    country = params.get("country") or ""
-    if not isinstance(country, str) or (country and not (len(country) == 2 and country.isalpha())):
-        errors["params.country"] = ["a two-letter country code, or empty for all"]
+    country = ""
+    try:
+        country = country_code(params.get("country"))
+    except UnknownCountry as exc:
+        errors["params.country"] = [f"{exc} Enter {HOW_TO_WRITE}, or leave it empty for all countries."]
     if errors:
         raise BadReportRequest(errors)
-    return {"country": country.upper()} if country else {}
+    return {"country": country} if country else {}
 
 
 def _clean_activity(params: dict[str, Any]) -> dict[str, Any]:
@@ -60,7 +63,7 @@ def _clean_activity(params: dict[str, Any]) -> dict[str, Any]:
         errors[f"params.{name}"] = ["unknown parameter"]
     days = params.get("days", 7)
     if isinstance(days, bool) or not isinstance(days, int) or not 1 <= days <= 366:
-        errors["params.days"] = ["a whole number of days from 1 to 366"]
+        errors["params.days"] = ["Days must be a whole number from 1 to 366."]
     if errors:
         raise BadReportRequest(errors)
     return {"days": days}

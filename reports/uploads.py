@@ -16,6 +16,7 @@ from django.conf import settings
 from django.core.files.storage import default_storage
 from django.core.files.uploadedfile import UploadedFile
 from django.db import transaction
+from django.template.defaultfilters import pluralize
 
 from .exceptions import BadUpload
 from .models import Import
@@ -81,13 +82,16 @@ def check_header(header: list[str]) -> list[str]:
         raise BadUpload(f"the file has no header line; {expected}")
     unknown = [name for name, column in zip(header, columns, strict=True) if column not in COLUMNS]
     if unknown:
-        raise BadUpload(f"unknown column(s) {', '.join(repr(n) for n in unknown)}; {expected}")
+        raise BadUpload(
+            f"unknown column{pluralize(unknown)} {', '.join(repr(n) for n in unknown)}; {expected}"
+        )
     missing = [name for name in REQUIRED if name not in columns]
     if missing:
-        raise BadUpload(f"missing column(s) {', '.join(missing)}; {expected}")
+        raise BadUpload(f"missing column{pluralize(missing)} {', '.join(missing)}; {expected}")
     repeated = sorted({name for name in columns if columns.count(name) > 1})
     if repeated:
-        raise BadUpload(f"column(s) {', '.join(repeated)} appear more than once")
+        verb = "appears" if len(repeated) == 1 else "appear"
+        raise BadUpload(f"column{pluralize(repeated)} {', '.join(repeated)} {verb} more than once")
     return columns
 
 

@@ -10,7 +10,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.csrf import ensure_csrf_cookie
 
-from . import reporting, selectors, uploads
+from . import countries, reporting, selectors, uploads
 from .models import ImportStatus
 
 
@@ -26,6 +26,8 @@ def reports_page(request: HttpRequest) -> HttpResponse:
         "reports/reports.html",
         {
             "kinds": reporting.kinds_for(request.user),
+            # Offered as the country field's suggestions; any name or code of them is taken.
+            "countries": countries.choices(),
             "recent": selectors.recent_reports(user=request.user),
             # A link from the weekly email: that job is shown (and polled) first.
             "focus_job": focus,

@@ -58,8 +58,27 @@ def _database_now() -> datetime:
         return cursor.fetchone()[0]
 
 
+class ScheduleForm(forms.ModelForm):
+    """The schedule's fields, with messages that say how to write what could not be read."""
+
+    class Meta:
+        model = Schedule
+        fields = "__all__"
+        error_messages = {
+            "args": {
+                "invalid": 'The arguments are not valid JSON. Enter a JSON list, such as [42, "weekly"], '
+                "or [] for none."
+            },
+            "kwargs": {
+                "invalid": "The keyword arguments are not valid JSON. Enter a JSON object, such as "
+                '{"label": "nightly"}, or {} for none.'
+            },
+        }
+
+
 @admin.register(Schedule)
 class ScheduleAdmin(admin.ModelAdmin):
+    form = ScheduleForm
     list_display = (
         "name",
         "task_path",

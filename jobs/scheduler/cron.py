@@ -59,6 +59,19 @@ class InvalidTiming(JobsError):
     """A cron expression, interval or time zone that cannot be scheduled."""
 
 
+# The help text's count of a cron expression's fields (croniter would also read seven).
+CRON_FIELDS = "five (minute hour day month weekday), or six with seconds last"
+
+
+def neither_or_both(*, has_cron: bool, has_interval: bool) -> str | None:
+    """What is wrong when a timing has neither a cron expression nor an interval, or both."""
+    if has_cron == has_interval:
+        if has_cron:
+            return "Enter a cron expression or an interval in seconds, not both: clear one of them."
+        return "Enter a cron expression or an interval in seconds: the schedule has neither."
+    return None
+
+
 def zone_named(name: str) -> ZoneInfo:
     """The IANA zone called ``name``, or InvalidTiming saying why not."""
     if not name or not isinstance(name, str):
@@ -97,8 +110,9 @@ class Timing:
         """Check and build a timing; raises InvalidTiming with a message for a person."""
         tz = zone if isinstance(zone, ZoneInfo) else zone_named(zone)
         cron = (cron or "").strip() or None
-        if (cron is None) == (interval is None):
-            raise InvalidTiming("give either a cron expression or an interval in seconds, not both")
+        wrong = neither_or_both(has_cron=cron is not None, has_interval=interval is not None)
+        if wrong:
+            raise InvalidTiming(wrong)
         if interval is not None:
             if isinstance(interval, bool) or not isinstance(interval, int) or interval < 1:
                 raise InvalidTiming("the interval must be a whole number of seconds, at least 1")
@@ -106,15 +120,24 @@ class Timing:
         assert cron is not None
         from croniter import CroniterError, croniter
 
+        # Counted here: croniter's own message asks for "5, 6 or 7 columns". A nickname
+        # such as @daily is one word that croniter expands to five fields.
+        count = len(cron.split())
+        nickname = count == 1 and cron.startswith("@")
+        if not nickname and count not in (5, 6):
+            raise InvalidTiming(
+                f"invalid cron expression {cron!r}: it has {count} field{'' if count == 1 else 's'}; "
+                f"use {CRON_FIELDS}"
+            )
         try:
             expanded = croniter(cron).expanded
         except (CroniterError, ValueError, KeyError) as exc:
+            if nickname:
+                raise InvalidTiming(
+                    f"invalid cron expression {cron!r}: the nicknames are @yearly, @monthly, @weekly, "
+                    f"@daily and @hourly; or use {CRON_FIELDS}"
+                ) from exc
             raise InvalidTiming(f"invalid cron expression {cron!r}: {exc}") from exc
-        if len(expanded) not in (5, 6):
-            raise InvalidTiming(
-                f"invalid cron expression {cron!r}: use five fields (minute hour day month weekday), "
-                "or six with seconds last"
-            )
         hours = expanded[1]
         timing = cls(zone=tz, cron=cron, every_hour=hours == ["*"] or set(hours) == set(range(24)))
         try:

@@ -6,17 +6,18 @@ from __future__ import annotations
 import inspect
 import json
 from collections import defaultdict
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from django.conf import settings
-from django.core.exceptions import NON_FIELD_ERRORS, ValidationError
+from django.core.exceptions import ValidationError
 from django.tasks import Task
 
 from ..backend import resolve_task
 from ..conf import jobs_settings
 from ..exceptions import JobsError
-from .cron import InvalidTiming, Timing, zone_named
+from .cron import InvalidTiming, Timing, neither_or_both, zone_named
 
 if TYPE_CHECKING:
     from ..models import Schedule
@@ -40,28 +41,39 @@ def configured_queues() -> list[str] | None:
     return list(queues) or None
 
 
-def schedule_errors(schedule: Schedule) -> dict[str, list[str]]:
-    """Every problem with the schedule, by field (``__all__`` for the cron/interval pair)."""
+def schedule_errors(schedule: Schedule, *, unchecked: Collection[str] = ()) -> dict[str, list[str]]:
+    """Every problem with the schedule, by field (the cron/interval pair's under ``cron``).
+
+    A check that reads a field in ``unchecked`` is left out, as Django leaves out the
+    constraints on fields excluded from validation: a form excludes a field whose input it
+    could not read (args that are not JSON), so the schedule still holds the old value,
+    and a check of that value would report a problem with something nobody typed."""
+    skip = set(unchecked)
     errors: dict[str, list[str]] = defaultdict(list)
-    _check_timing(schedule, errors)
-    _check_task(schedule, errors)
+    if not skip & {"cron", "interval_seconds", "time_zone"}:
+        _check_timing(schedule, errors)
+    _check_task(schedule, errors, skip)
     queues = configured_queues()
-    if queues is not None and schedule.queue_name not in queues:
+    if "queue_name" not in skip and queues is not None and schedule.queue_name not in queues:
         errors["queue_name"].append(
             f"unknown queue {schedule.queue_name!r}; configured queues: {', '.join(queues)}"
         )
-    if not isinstance(schedule.priority, int) or not -100 <= schedule.priority <= 100:
+    if "priority" not in skip and (
+        not isinstance(schedule.priority, int) or not -100 <= schedule.priority <= 100
+    ):
         errors["priority"].append("priority must be a whole number from -100 to 100")
-    if schedule.catchup == "all" and not (
-        isinstance(schedule.catchup_window, int) and schedule.catchup_window > 0
+    if (
+        not skip & {"catchup", "catchup_window"}
+        and schedule.catchup == "all"
+        and not (isinstance(schedule.catchup_window, int) and schedule.catchup_window > 0)
     ):
         errors["catchup_window"].append("catching up 'all' needs a window of at least one second")
     return dict(errors)
 
 
-def raise_for_errors(schedule: Schedule) -> None:
-    """ValidationError keyed by field, for forms."""
-    errors = schedule_errors(schedule)
+def raise_for_errors(schedule: Schedule, *, unchecked: Collection[str] = ()) -> None:
+    """ValidationError keyed by field, for forms (``unchecked`` as in schedule_errors)."""
+    errors = schedule_errors(schedule, unchecked=unchecked)
     if errors:
         raise ValidationError(errors)
 
@@ -76,11 +88,7 @@ def check(schedule: Schedule) -> Checked:
 
 def describe(errors: dict[str, list[str]]) -> str:
     """The errors on one line: ``field: message; ...``."""
-    return "; ".join(
-        f"{'cron/interval' if name == NON_FIELD_ERRORS else name}: {message}"
-        for name, messages in errors.items()
-        for message in messages
-    )
+    return "; ".join(f"{name}: {message}" for name, messages in errors.items() for message in messages)
 
 
 def timing_of(schedule: Schedule) -> Timing:
@@ -95,8 +103,11 @@ def _check_timing(schedule: Schedule, errors: dict[str, list[str]]) -> None:
         return
     cron = (schedule.cron or "").strip()
     interval = schedule.interval_seconds
-    if bool(cron) == (interval is not None):
-        errors[NON_FIELD_ERRORS].append("give either a cron expression or an interval in seconds, not both")
+    wrong = neither_or_both(has_cron=bool(cron), has_interval=interval is not None)
+    if wrong:
+        # On a field, not the form: a form then leaves out the database constraint on the
+        # pair, which would say it again under its own name.
+        errors["cron"].append(wrong)
         return
     try:
         Timing.parse(cron=cron or None, interval=interval, zone=zone)
@@ -104,8 +115,27 @@ def _check_timing(schedule: Schedule, errors: dict[str, list[str]]) -> None:
         errors["cron" if cron else "interval_seconds"].append(str(exc))
 
 
-def _check_task(schedule: Schedule, errors: dict[str, list[str]]) -> None:
-    args, kwargs = schedule.args, schedule.kwargs
+def _check_task(schedule: Schedule, errors: dict[str, list[str]], skip: set[str]) -> None:
+    payload_read = not skip & {"args", "kwargs"}
+    if payload_read:
+        _check_payload(schedule.args, schedule.kwargs, errors)
+    if "task_path" in skip:
+        return
+    try:
+        task = resolve_task(schedule.task_path)
+    except JobsError as exc:
+        errors["task_path"].append(str(exc))
+        return
+    if not payload_read or "args" in errors or "kwargs" in errors:
+        return
+    try:
+        extra = (None,) if task.takes_context else ()
+        inspect.signature(task.func).bind(*extra, *schedule.args, **schedule.kwargs)
+    except TypeError as exc:
+        errors["args"].append(f"args and kwargs do not fit {schedule.task_path}: {exc}")
+
+
+def _check_payload(args: object, kwargs: object, errors: dict[str, list[str]]) -> None:
     if not isinstance(args, list):
         errors["args"].append(f"args must be a JSON list, not {type(args).__name__}")
     if not isinstance(kwargs, dict):
@@ -118,15 +148,3 @@ def _check_task(schedule: Schedule, errors: dict[str, list[str]]) -> None:
     limit = jobs_settings().MAX_PAYLOAD_BYTES
     if size > limit:
         errors["kwargs"].append(f"the payload is {size} bytes; the limit is {limit}. Pass ids, not data.")
-    try:
-        task = resolve_task(schedule.task_path)
-    except JobsError as exc:
-        errors["task_path"].append(str(exc))
-        return
-    if "args" in errors or "kwargs" in errors:
-        return
-    try:
-        extra = (None,) if task.takes_context else ()
-        inspect.signature(task.func).bind(*extra, *args, **kwargs)
-    except TypeError as exc:
-        errors["args"].append(f"args and kwargs do not fit {schedule.task_path}: {exc}")

@@ -26,12 +26,12 @@ pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("media_root")]
 GOOD_AND_BAD = (
     "name,email,phone,country\n"
     "Ann Lee,ann@example.com,+1 555 0100,us\n"
-    "Bo Chen,bo@example.com,,CN\n"
+    "Bo Chen,bo@example.com,,China\n"  # a country's name is stored as its code
     ",nobody@example.com,,\n"  # line 4: no name
     "Cy Diaz,not-an-address,,ES\n"  # line 5: bad email
     '"Dee, the second",dee@example.com,(030) 1234,DE\n'
     "Eve Moss,ANN@example.com,,GB\n"  # line 7: the same email as line 2
-    "Fay Wu,fay@example.com,,Germany\n"  # line 8: country not a code
+    "Fay Wu,fay@example.com,,XX\n"  # line 8: shaped like a code, but no country's
     "Gus Hale,gus@example.com\n"  # line 9: a field short
     "\n"  # line 10: blank, not a row
     '"Hal\nwith a newline",hal@example.com,,FR\n'  # line 11 (two physical lines)
@@ -48,6 +48,12 @@ def ann(db: None) -> User:
 def logged_in(client: Client, ann: User) -> Client:
     client.force_login(ann)
     return client
+
+
+XX_REASON = (
+    "“XX” is not a country we know. Enter a country's name (such as Germany) "
+    "or its two-letter code (such as DE), or leave it empty."
+)
 
 
 def upload(client: Client, content: bytes | str, name: str = "customers.csv") -> dict:
@@ -98,20 +104,24 @@ def test_an_import_upserts_good_rows_and_sets_bad_ones_aside_with_the_reason(
     }  # fmt: skip
     assert (customers["ann@example.com"].phone, customers["ann@example.com"].country) == ("+1 555 0100", "US")
     assert customers["ivy@example.com"].country == "KR"
+    assert customers["bo@example.com"].country == "CN"
     assert customers["dee@example.com"].name == "Dee, the second"
     assert customers["hal@example.com"].name == "Hal\nwith a newline"
-    # The rejected rows, with their record number (the header is 1) and reason, as a CSV.
+    # The rejected rows, with their record number (the header is 1) and reason, as a CSV:
+    # each value under its own column, and a line that does not fit the header as it was
+    # written, in a column of its own.
     response = logged_in.get(body["rejected_file"]["download_url"])
     assert response.status_code == 200
     rows = list(csv.reader(io.StringIO(b"".join(response.streaming_content).decode())))
     assert rows == [
-        ["line", "reason", "name", "email", "phone", "country"],
-        ["4", "name is missing", "", "nobody@example.com", "", ""],
-        ["5", "email 'not-an-address' is not a valid address", "Cy Diaz", "not-an-address", "", "ES"],
-        ["7", "the same email is on line 2", "Eve Moss", "ANN@example.com", "", "GB"],
-        ["8", "country 'GERMANY' is not a two-letter code", "Fay Wu", "fay@example.com", "", "Germany"],
-        ["9", "expected 4 fields, found 2", "Gus Hale", "gus@example.com"],
-    ]
+        ["line", "reason", "name", "email", "phone", "country", "text of a line that does not fit"],
+        ["4", "name is missing", "", "nobody@example.com", "", "", ""],
+        ["5", "email 'not-an-address' is not a valid address", "Cy Diaz", "not-an-address", "", "ES", ""],
+        ["7", "the same email is on line 2", "Eve Moss", "ANN@example.com", "", "GB", ""],
+        ["8", XX_REASON, "Fay Wu", "fay@example.com", "", "XX", ""],
+        ["9", "the line has 2 fields but the header has 4 (name, email, phone, country)",
+         "", "", "", "", "Gus Hale,gus@example.com"],
+    ]  # fmt: skip
     # The upload itself is deleted once the summary is written; the rejected rows stay.
     assert not Path(settings.MEDIA_ROOT, record.stored_name).exists()
 
@@ -238,8 +248,13 @@ def test_a_row_the_csv_module_cannot_read_is_rejected_alone_and_the_rest_are_rea
             )
         )
     )
-    assert [row[:2] for row in rows[1:]] == [["3", reasons[3]], ["6", reasons[6]]]
-    assert len(rows[1][2]) == 1000  # the unreadable line, shortened
+    # The reason in its column, the line's text in the last one, no value under name.
+    assert [row[:6] for row in rows[1:]] == [
+        ["3", reasons[3], "", "", "", ""],
+        ["6", reasons[6], "", "", "", ""],
+    ]
+    assert rows[1][6] == f'"{huge}",p1@example.com,,\n'[:1000]  # the unreadable line, shortened
+    assert rows[2][6].startswith('Bad "quote,q4@example.com,,\n')
 
 
 def test_rejected_rows_that_a_spreadsheet_would_run_as_formulas_are_written_as_text(
@@ -268,16 +283,31 @@ def test_an_import_that_read_fewer_rows_than_it_counted_says_so_and_keeps_its_to
     assert body["progress"]["message"] == "finished; 3 rows could not be read"
 
 
+def test_progress_messages_count_one_thing_in_the_singular(logged_in: Client) -> None:
+    answer = upload(logged_in, "name,email\nAnn,ann@example.com\n")
+    factories.run_due(limit=1)  # the split: one chunk of one row
+    split = Job.objects.get(id=answer["job_id"])
+    assert split.progress["message"] == "1 chunk queued"
+    assert status(logged_in, answer["id"])["progress"]["message"] == "0 of 1 chunk done"
+    chunk = Job.objects.get(task_path="reports.tasks.import_chunk")
+    factories.run_due(limit=1)
+    chunk.refresh_from_db()
+    assert chunk.progress["message"] == "chunk 0: 1 row checked"
+    Import.objects.filter(id=answer["id"]).update(total_rows=2)  # as if one row were not read
+    run_all()
+    assert status(logged_in, answer["id"])["progress"]["message"] == "finished; 1 row could not be read"
+
+
 @pytest.mark.parametrize(
     ("content", "message"),
     [
         (b"", "the file is empty"),
         (
             b"nom,courriel\nAnn,ann@example.com\n",
-            "unknown column(s) 'nom', 'courriel'; expected a header",
+            "unknown columns 'nom', 'courriel'; expected a header",
         ),
-        (b"name,phone\nAnn,1\n", "missing column(s) email; expected a header line with name, email"),
-        (b"name,email,email\n", "column(s) email appear more than once"),
+        (b"name,phone\nAnn,1\n", "missing column email; expected a header line with name, email"),
+        (b"name,email,email\n", "column email appears more than once"),
         ("name,email\nJosé,jose@example.com\n".encode("latin-1"), "the file is not UTF-8 text (byte 0xe9"),
         (b"name,email\n\x00\x01\x02", "the file is not a CSV text file (it holds NUL bytes)"),
         (b"\n\nAnn,ann@example.com\n", "the file has no header line"),

@@ -126,14 +126,44 @@ def test_an_identical_request_while_one_runs_gets_409_with_the_running_job(clien
     assert code == 202 and fresh["job_id"] != first["job_id"]
 
 
+UNKNOWN_XX = (
+    "\u201cXX\u201d is not a country we know. Enter a country's name (such as Germany) "
+    "or its two-letter code (such as DE), or leave it empty for all countries."
+)
+COUNTRY_AS_TEXT = (
+    "The country must be text, not int. Enter a country's name (such as Germany) "
+    "or its two-letter code (such as DE), or leave it empty for all countries."
+)
+
+
+@pytest.mark.parametrize(
+    ("typed", "code"),
+    [("Germany", "DE"), ("germany", "DE"), ("DE", "DE"), ("de", "DE"), ("DEU", "DE"), (" Georgia ", "GE"),
+     ("South Korea", "KR"), ("Korea, Republic of", "KR"), ("", None)],
+)  # fmt: skip
+def test_a_country_is_taken_by_its_name_or_code(
+    client: Client, ann: User, typed: str, code: str | None
+) -> None:
+    """A country's name is read as its ISO 3166 code, never cut to its first two letters
+    ("Germany" once ran a report for "GE", Georgia)."""
+    client.force_login(ann)
+    status, body = ask(client, "customers", {"country": typed})
+    assert status == 202, body
+    assert Job.objects.get(id=body["job_id"]).args[1] == ({"country": code} if code else {})
+
+
 @pytest.mark.parametrize(
     ("body", "fields"),
     [
         ({"kind": "everything"}, {"kind": ["must be one of: customers, job_activity"]}),
         ({"kind": "customers", "params": []}, {"params": ["must be an object"]}),
         (
-            {"kind": "customers", "params": {"country": "Germany"}},
-            {"params.country": ["a two-letter country code, or empty for all"]},
+            {"kind": "customers", "params": {"country": "XX"}},
+            {"params.country": [UNKNOWN_XX]},
+        ),
+        (
+            {"kind": "customers", "params": {"country": 49}},
+            {"params.country": [COUNTRY_AS_TEXT]},
         ),
         ({"kind": "customers", "params": {"limit": 3}}, {"params.limit": ["unknown parameter"]}),
         ({"kind": "customers", "colour": "red"}, {"colour": ["unknown field"]}),
@@ -146,6 +176,14 @@ def test_a_bad_request_gets_400_saying_what_is_wrong(
     response = client.post("/api/reports", body, content_type="application/json")
     assert response.status_code == 400
     assert response.json() == {"error": "invalid request", "fields": fields}
+    assert not Job.objects.exists()
+
+
+def test_a_bad_number_of_days_says_what_to_enter(client: Client, staff: User) -> None:
+    client.force_login(staff)
+    status, body = ask(client, "job_activity", {"days": 0})
+    assert status == 400
+    assert body["fields"] == {"params.days": ["Days must be a whole number from 1 to 366."]}
     assert not Job.objects.exists()
 
 

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
+from html import unescape
 
 import pytest
 from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.html import escape, strip_tags
 
 from jobs.models import FireRecord, Job, Schedule
 from jobs.scheduler.declared import sync_declared
@@ -81,13 +84,13 @@ def test_a_valid_schedule_is_saved_with_its_next_fire_time(admin_client: Client)
     ("overrides", "message"),
     [
         ({"cron": "30 25 * * *"}, "invalid cron expression"),
-        ({"cron": "", "interval_seconds": ""}, "give either a cron expression or an interval"),
-        ({"interval_seconds": "60"}, "give either a cron expression or an interval"),
+        ({"cron": "", "interval_seconds": ""}, "Enter a cron expression or an interval in seconds"),
+        ({"interval_seconds": "60"}, "Enter a cron expression or an interval in seconds"),
         ({"time_zone": "Asia/Atlantis"}, "unknown time zone"),
         ({"task_path": "tests.tasks.scheduled.nothing_here"}, "cannot be imported"),
         ({"task_path": "tests.tasks.scheduled.not_a_task"}, "is not a task"),
         ({"args": '{"a": 1}'}, "args must be a JSON list"),
-        ({"args": "[1, 2"}, "Enter a valid JSON"),
+        ({"args": "[1, 2"}, "The arguments are not valid JSON"),
         ({"kwargs": '{"unknown": 1}'}, "do not fit"),
         ({"queue_name": "nowhere"}, "unknown queue"),
         ({"priority": "500"}, "priority must be a whole number from -100 to 100"),
@@ -99,6 +102,56 @@ def test_invalid_input_is_shown_on_the_form(
     response = admin_client.post(ADD, form_data(**overrides))
     assert response.status_code == 200
     assert message in response.content.decode()
+    assert not Schedule.objects.filter(name="nightly-report").exists()
+
+
+def errors_on(page: str) -> list[str]:
+    """The error messages a person reads on the form, in order."""
+    lists = re.findall(r'<ul class="errorlist[^"]*"[^>]*>(.*?)</ul>', page, re.S)
+    return [
+        unescape(strip_tags(item)) for block in lists for item in re.findall(r"<li>(.*?)</li>", block, re.S)
+    ]
+
+
+ARGS_NOT_JSON = 'The arguments are not valid JSON. Enter a JSON list, such as [42, "weekly"], or [] for none.'
+KWARGS_NOT_JSON = (
+    "The keyword arguments are not valid JSON. Enter a JSON object, such as "
+    '{"label": "nightly"}, or {} for none.'
+)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "errors"),
+    [
+        # Neither: said as such, once, without the database constraint's name.
+        ({"cron": "", "interval_seconds": ""},
+         ["Enter a cron expression or an interval in seconds: the schedule has neither."]),
+        ({"interval_seconds": "60"},
+         ["Enter a cron expression or an interval in seconds, not both: clear one of them."]),
+        # Bad JSON is only that: not also "missing a required argument" about what was not read.
+        ({"task_path": "tests.tasks.scheduled.for_user", "args": "[1, 2", "kwargs": "{}"}, [ARGS_NOT_JSON]),
+        ({"task_path": "tests.tasks.scheduled.for_user", "args": "[]", "kwargs": '{"user_id": 1'},
+         [KWARGS_NOT_JSON]),
+        # The field count the help text gives, not croniter's "5, 6 or 7 columns".
+        ({"cron": "* * *"},
+         ["invalid cron expression '* * *': it has 3 fields; use five (minute hour day month weekday), "
+          "or six with seconds last"]),
+        ({"cron": "0 0 * * * * *"},
+         ["invalid cron expression '0 0 * * * * *': it has 7 fields; use five (minute hour day month "
+          "weekday), or six with seconds last"]),
+    ],
+)  # fmt: skip
+def test_each_mistake_on_the_form_is_said_once_in_plain_words_and_what_was_typed_stays(
+    admin_client: Client, overrides: dict[str, str], errors: list[str]
+) -> None:
+    response = admin_client.post(ADD, form_data(**overrides))
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert errors_on(page) == errors
+    assert "jobs_schedule_" not in page
+    for name, typed in overrides.items():
+        if typed:
+            assert f"{escape(typed)}</textarea>" in page or f'value="{escape(typed)}"' in page, name
     assert not Schedule.objects.filter(name="nightly-report").exists()
 
 

@@ -254,11 +254,18 @@ def test_latest_returns_the_most_recent_slots_oldest_first() -> None:
     ("options", "message"),
     [
         ({"cron": "61 * * * *"}, "invalid cron expression '61 * * * *'"),
-        ({"cron": "* * * *"}, "invalid cron expression"),
-        ({"cron": "0 0 * * * * 2030"}, "use five fields"),
+        ({"cron": "* * * *"}, "invalid cron expression '* * * *': it has 4 fields; use five "),
+        (
+            {"cron": "0 0 * * * * 2030"},
+            "it has 7 fields; use five \\(minute hour day month weekday\\), or six",
+        ),
+        (
+            {"cron": "@reboot"},
+            "the nicknames are @yearly, @monthly, @weekly, @daily and @hourly; or use five",
+        ),
         ({"cron": "0 0 30 2 *"}, "never fires"),
-        ({"cron": "0 3 * * *", "interval": 60}, "not both"),
-        ({}, "not both"),
+        ({"cron": "0 3 * * *", "interval": 60}, "not both: clear one of them"),
+        ({}, "the schedule has neither"),
         ({"interval": 0}, "at least 1"),
         ({"interval": 1.5}, "whole number"),
     ],
