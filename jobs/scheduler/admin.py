@@ -39,17 +39,19 @@ _CATCHUP_SHORT = {Catchup.SKIP: "skip missed", Catchup.LATEST: "latest missed", 
 _OVERLAP_SHORT = {Overlap.ALLOW: "overlap allowed", Overlap.SKIP: "no overlap"}
 
 
-def _local(when: datetime | None, zone_name: str, *, relative: bool = False) -> str:
+def _local(when: datetime | None, zone_name: str, *, relative: bool = False, offset: bool = False) -> str:
     """``when`` in the schedule's own zone, as the console writes moments, with the zone's
-    abbreviation ("tomorrow 01:30 -03", "7 Dec 09:00 WIB")."""
+    abbreviation ("tomorrow 01:30 -03", "7 Dec 09:00 WIB") and, where two slots may share
+    a wall-clock time (a DST change), its UTC offset too."""
     if when is None:
         return "-"
     try:
         zone = zone_named(zone_name)
     except InvalidTiming:
         return f"{moment(when, zone=UTC)} UTC (unknown zone)"
+    local = when.astimezone(zone)
     shown = deadline(when, zone=zone) if relative else moment(when, zone=zone)
-    return f"{shown} {when.astimezone(zone).tzname()}"
+    return f"{shown} {local.tzname()}" + (f" (UTC{local:%z})" if offset else "")
 
 
 def _again(seq: int) -> str:
@@ -132,7 +134,9 @@ class ScheduleAdmin(admin.ModelAdmin):
         except InvalidTiming as exc:
             return f"Cannot be computed: {exc}"
         return format_html_join(
-            "", "<div>{}{}</div>", ((_local(slot.at, obj.time_zone), _again(slot.seq)) for slot in slots)
+            "",
+            "<div>{}{}</div>",
+            ((_local(slot.at, obj.time_zone, offset=True), _again(slot.seq)) for slot in slots),
         )
 
     @admin.display(description="recent fires")
@@ -146,7 +150,7 @@ class ScheduleAdmin(admin.ModelAdmin):
                 "<div>{}{} &middot; {}{} &middot; job {}</div>",
                 (
                     (
-                        _local(r.slot, obj.time_zone),
+                        _local(r.slot, obj.time_zone, offset=True),
                         _again(r.slot_seq),
                         r.outcome,
                         " (manual)" if r.manual else "",

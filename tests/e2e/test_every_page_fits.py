@@ -1,4 +1,4 @@
-"""Every page on a laptop screen (1366×768, the admin's sidebar open): each registered
+"""Every page on a laptop screen (1366 x 768, the admin's sidebar open): each registered
 ModelAdmin's change list, the jobs dashboard and the public pages, filled first with
 long-ish realistic rows (long task paths, errors, addresses, user agents). None may scroll
 sideways, and no change list's results table may overflow its box. Each page is
@@ -30,6 +30,7 @@ from tests import factories
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
 VIEWPORT = {"width": 1366, "height": 768}
+REPORT_TASK = "reports.tasks.build_quarterly_revenue_report_for_customer"
 LONG_TASK = "notifications.email.tasks.send_transactional_email_with_attachments"
 LONG_ERROR = (
     "SMTPRecipientsRefused: {'very.long.customer.address+newsletter@subdomain.example-company.co.uk': "
@@ -55,8 +56,8 @@ def populate() -> None:
         job = factories.job(state, task_path=LONG_TASK, queue_name="transactional-email")
         if state == State.DEAD:
             Job.objects.filter(id=job.id).update(last_error=LONG_ERROR)
-    factories.job(State.SCHEDULED, task_path="reports.tasks.build_quarterly_revenue_report_for_customer",
-                  attempt=1, run_at=now + timedelta(days=3), limit_name="reports", limit_wait="concurrency")  # fmt: skip
+    factories.job(State.SCHEDULED, task_path=REPORT_TASK, attempt=1, run_at=now + timedelta(days=3),
+                  limit_name="reports", limit_wait="concurrency")  # fmt: skip
     factories.job(State.QUEUED, task_path="tests.tasks.basic.fail_always", max_attempts=1,
                   kwargs={"message": LONG_ERROR})  # fmt: skip
     factories.job(State.QUEUED)
@@ -66,13 +67,15 @@ def populate() -> None:
         queues="default:1,transactional-email:2,reports:1", concurrency=2, jobs_in_hand=3,
         started_at=now - timedelta(days=400),
     )  # fmt: skip
-    Limit.objects.create(name="task:reports.tasks.build_quarterly_revenue_report_for_customer", concurrency=2)
+    Limit.objects.create(name=f"task:{REPORT_TASK}", concurrency=2)
     Schedule.objects.create(
         name="nightly revenue report for every enterprise customer",
-        task_path="reports.tasks.build_quarterly_revenue_report_for_customer",
+        task_path=REPORT_TASK,
         cron="30 1 * * 1-5", time_zone="America/Argentina/Buenos_Aires",
     )  # fmt: skip
-    Schedule.objects.create(name="prune finished jobs", task_path="jobs.tasks.prune_jobs", interval_seconds=3600)
+    Schedule.objects.create(
+        name="prune finished jobs", task_path="jobs.tasks.prune_jobs", interval_seconds=3600
+    )
     start_payment_approval(order_id=918273, amount_cents=129900)
     for n in range(3):
         EmailDelivery.objects.create(
@@ -82,7 +85,7 @@ def populate() -> None:
         )  # fmt: skip
     device = Device.objects.create(
         user=ann, platform="ios", token="a" * 64, app_id="com.example-company.customer-app.enterprise",
-        deactivation_reason="APNs answered 410 Unregistered: the device token is no longer active for the topic",
+        deactivation_reason="APNs answered 410 Unregistered: the token is no longer active for the topic",
     )  # fmt: skip
     note = PushNotification.objects.create(
         title="Your quarterly revenue report for Featherstonehaugh Holdings is ready to download",
@@ -95,7 +98,7 @@ def populate() -> None:
     )  # fmt: skip
     for n in range(3):
         Customer.objects.create(
-            owner=ann, name=f"Featherstonehaugh Holdings International {n}", phone="+44 20 7946 0958 ext. 1234",
+            owner=ann, name=f"Featherstonehaugh Holdings International {n}", phone="+44 20 7946 0958 x1234",
             email=f"accounts.payable.department.{n}@subdomain.example-company.co.uk", country="GB",
         )  # fmt: skip
     Import.objects.create(
