@@ -24,6 +24,8 @@ from django.template.response import TemplateResponse
 from django.utils import timezone
 from django.utils.translation import ngettext
 
+from jobs.moments import moment_column
+
 from . import services
 from .models import Account, ApiToken
 
@@ -68,13 +70,15 @@ admin.site.unregister(User)
 @admin.register(User)
 class AccountUserAdmin(UserAdmin):
     form = UniqueEmailChangeForm
-    list_display = ("username", "email", "email_verified", "is_staff", "is_active", "date_joined")
+    list_display = ("username", "email", "email_verified", "is_staff", "is_active", "joined")
     list_filter = (VerifiedFilter, "is_staff", "is_superuser", "is_active")
     inlines = [AccountInline]
     actions = ["resend_verification"]
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
         return super().get_queryset(request).select_related("account")
+
+    joined = moment_column("date_joined", "Joined")
 
     @admin.display(description="Email verified", boolean=True)
     def email_verified(self, user: Any) -> bool:
@@ -137,11 +141,15 @@ class ApiTokenForm(forms.ModelForm):
 @admin.register(ApiToken)
 class ApiTokenAdmin(admin.ModelAdmin):
     form = ApiTokenForm
-    list_display = ("name", "user", "prefix", "created_at", "last_used_at", "revoked_at")
+    list_display = ("name", "user", "prefix", "created", "last_used", "revoked")
     list_filter = (("revoked_at", admin.EmptyFieldListFilter),)
     search_fields = ("name", "prefix", "user__username", "user__email")
     autocomplete_fields = ("user",)
     actions = ["revoke"]
+
+    created = moment_column("created_at", "Created")
+    last_used = moment_column("last_used_at", "Last used")
+    revoked = moment_column("revoked_at", "Revoked")
 
     def get_fields(self, request: HttpRequest, obj: ApiToken | None = None) -> Any:
         if obj is None:

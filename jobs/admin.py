@@ -20,11 +20,14 @@ from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
+from django.utils.safestring import mark_safe
 from django.utils.text import Truncator
 
 from . import console, console_history
 from .console_actions import CANCELLABLE, REPLAYABLE, JobActions
+from .dashboard import running_on
 from .models import FINISHED_STATES, FireRecord, Job, PausedQueue, Worker
+from .moments import moment_column, moment_html
 from .progress import view as progress_view
 from .states import State
 
@@ -58,13 +61,9 @@ class JobAdmin(JobActions, admin.ModelAdmin):
     list_display = (
         "short_id",
         "task",
-        "queue",
         "console_state",
-        "attempts",
         "error",
-        "created",
         "ran_or_runs_at",
-        "duration",
     )
     list_display_links = ("short_id",)
     list_filter = (console.StateFilter, console.QueueFilter, console.TaskFilter, console.CreatedFilter)
@@ -163,31 +162,32 @@ class JobAdmin(JobActions, admin.ModelAdmin):
             response.context_data["count_exact"] = getattr(request, "jobs_count_exact", True)
         return response
 
-    @admin.display(description="id", ordering="id")
+    @admin.display(description="id · created", ordering="id")
     def short_id(self, job: Job) -> str:
-        return format_html("<code title='{}'>{}</code>", job.id, job.id.hex[-8:])
+        # Ids are time-ordered (jobs.ids): the creation time belongs beside the id.
+        created = moment_html(job.created_at)
+        return format_html("<code title='{}'>{}</code><small>{}</small>", job.id, job.id.hex[-8:], created)
 
-    @admin.display(description="task", ordering="task_path")
+    @admin.display(description="task · queue", ordering="task_path")
     def task(self, job: Job) -> str:
-        return format_html("<span title='{}'>{}</span>", job.task_path, Truncator(job.task_path).chars(44))
-
-    @admin.display(description="queue", ordering="queue_name")
-    def queue(self, job: Job) -> str:
-        paused = getattr(job, "queue_paused", False)
-        return format_html("{}{}", job.queue_name, " (paused)" if paused else "")
+        # Breaks after the dots of a long path rather than anywhere in it.
+        path = format_html_join(mark_safe(".<wbr>"), "{}", ((part,) for part in job.task_path.split(".")))
+        paused = " (paused)" if getattr(job, "queue_paused", False) else ""
+        return format_html(
+            "<span class='job-task' title='{}'>{}</span><small class='job-queue'>{}{}</small>",
+            job.task_path, path, job.queue_name, paused,
+        )  # fmt: skip
 
     @admin.display(description="state")
     def console_state(self, job: Job) -> str:
         shown = console.console_state(job)
         progress = _progress_text(job) if job.state == State.RUNNING else ""
+        tries = f"try {job.attempt} of {job.max_attempts}" if job.attempt else ""
         return format_html(
-            "<span class='job-state job-state-{}'>{}</span>{}",
-            job.state, shown, format_html("<br><small>{}</small>", progress) if progress else "",
+            "<span class='job-state job-state-{}'>{}</span>{}{}",
+            job.state, shown, format_html("<small>{}</small>", tries) if tries else "",
+            format_html("<small>{}</small>", progress) if progress else "",
         )  # fmt: skip
-
-    @admin.display(description="tries")
-    def attempts(self, job: Job) -> str:
-        return f"{job.attempt}/{job.max_attempts}"
 
     @admin.display(description="last error")
     def error(self, job: Job) -> str:
@@ -199,19 +199,19 @@ class JobAdmin(JobActions, admin.ModelAdmin):
             "<span class='job-error' title='{}'><strong>{}</strong> {}</span>",
             job.last_error[:500],
             cls,
-            Truncator(first_line).chars(60),
+            Truncator(first_line).chars(90),
         )
 
-    @admin.display(description="created", ordering="id")
-    def created(self, job: Job) -> str:
-        return console.moment(job.created_at)
-
-    @admin.display(description="run at / finished")
+    @admin.display(description="run at / finished · took")
     def ran_or_runs_at(self, job: Job) -> str:
-        return console.moment(job.finished_at or job.run_at)
+        took = self._took(job)
+        return format_html(
+            "{}{}",
+            moment_html(job.finished_at or job.run_at),
+            format_html("<small>took {}</small>", took) if took != "-" else "",
+        )
 
-    @admin.display(description="took")
-    def duration(self, job: Job) -> str:
+    def _took(self, job: Job) -> str:
         if job.last_attempted_at is None:
             return "-"
         if job.state == State.RUNNING:
@@ -380,17 +380,22 @@ class WorkerAdmin(admin.ModelAdmin):
         "hostname",
         "pid",
         "queues_shown",
-        "concurrency",
-        "jobs_in_hand",
-        "started_at",
-        "last_heartbeat_at",
+        "running",
+        "started",
+        "last_heartbeat",
     )
+    started = moment_column("started_at", "started")
+    last_heartbeat = moment_column("last_heartbeat_at", "last heartbeat")
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
 
     def has_change_permission(self, request: HttpRequest, obj: Worker | None = None) -> bool:
         return False
+
+    @admin.display(description="running")
+    def running(self, worker: Worker) -> str:
+        return running_on(worker.jobs_in_hand, worker.concurrency)
 
     @admin.display(description="queues")
     def queues_shown(self, worker: Worker) -> str:

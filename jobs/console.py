@@ -27,6 +27,7 @@ from django.utils import timezone
 
 from . import stats
 from .models import Job
+from .moments import moment as moment
 from .states import State
 
 # The console's states: what each means as a filter on the job table.
@@ -84,12 +85,6 @@ def seconds(value: timedelta | None) -> str:
     if total < 7200:
         return f"{total / 60:.1f} min"
     return f"{total / 3600:.1f} h"
-
-
-def moment(value: datetime | None) -> str:
-    if value is None:
-        return "-"
-    return f"{timezone.localtime(value):%Y-%m-%d %H:%M:%S}"
 
 
 def pretty_json(value: Any) -> str:

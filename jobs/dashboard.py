@@ -74,10 +74,9 @@ def snapshot(*, now: datetime | None = None) -> dict[str, Any]:
             {
                 "name": f"{w.hostname}:{w.pid}",
                 "queues": ", ".join(part.split(":")[0] for part in w.queues.split(",") if part),
-                "in_hand": w.jobs_in_hand,
-                "concurrency": w.concurrency,
+                "running": running_on(w.jobs_in_hand, w.concurrency),
                 "heartbeat": console.seconds(moment - w.last_heartbeat_at) + " ago",
-                "started": console.moment(w.started_at),
+                "started": console.moment(w.started_at, now=moment),
             }
             for w in workers
         ],
@@ -86,8 +85,15 @@ def snapshot(*, now: datetime | None = None) -> dict[str, Any]:
         "day_chart": chart(day, label="per 15 minutes"),
         "hour_totals": (sum(ok for _, ok, _ in hour), sum(bad for _, _, bad in hour)),
         "day_totals": (sum(ok for _, ok, _ in day), sum(bad for _, _, bad in day)),
-        "now": console.moment(moment),
+        "now": console.moment(moment, now=moment),
     }
+
+
+def running_on(jobs: int, processes: int) -> str:
+    """A worker's load in words: "3 jobs on 2 processes". ``--concurrency`` counts executor
+    processes, and each may run several jobs at once (threads, async handlers), so more
+    jobs than processes is normal, not an overload."""
+    return f"{jobs} job{'s' if jobs != 1 else ''} on {processes} process{'es' if processes != 1 else ''}"
 
 
 def chart(

@@ -1,16 +1,20 @@
 from django.contrib import admin
 
+from jobs.moments import moment_column
+
 from .models import Customer, Import
 
 
 @admin.register(Customer)
 class CustomerAdmin(admin.ModelAdmin):
-    list_display = ("name", "email", "phone", "country", "owner", "updated_at")
+    list_display = ("name", "email", "phone", "country", "owner", "updated")
     list_filter = ("country",)
     search_fields = ("name", "email", "phone")
     list_select_related = ("owner",)
     raw_id_fields = ("owner",)
     readonly_fields = ("created_at", "updated_at")
+
+    updated = moment_column("updated_at", "Updated")
 
 
 @admin.register(Import)

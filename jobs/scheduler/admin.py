@@ -11,18 +11,19 @@ would bring them back).
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 
 from django import forms
 from django.contrib import admin, messages
 from django.db import connection, models
 from django.db.models import QuerySet
 from django.http import HttpRequest
-from django.utils.html import format_html_join
+from django.utils.html import format_html, format_html_join
 from django.utils.translation import ngettext
 
 from ..exceptions import JobsError
-from ..models import FireRecord, Schedule, ScheduleSource
+from ..models import Catchup, FireRecord, Overlap, Schedule, ScheduleSource
+from ..moments import deadline, moment
 from .cron import InvalidTiming, zone_named
 from .fire import run_now
 from .validation import describe, schedule_errors, timing_of
@@ -34,17 +35,24 @@ _SECTIONS: tuple[tuple[str | None, tuple[str, ...]], ...] = (
     ("State", ("source", "next_fire", "last_fired", "recent_fires", "revision")),
 )
 _EDITABLE_WHEN_DECLARED = {"enabled"}
+# The list's short words for the policies (the form shows their full labels).
+_CATCHUP_SHORT = {Catchup.SKIP: "skip missed", Catchup.LATEST: "latest missed", Catchup.ALL: "all missed"}
+_OVERLAP_SHORT = {Overlap.ALLOW: "overlap allowed", Overlap.SKIP: "no overlap"}
 
 
-def _local(moment: datetime | None, zone_name: str) -> str:
-    if moment is None:
+def _local(when: datetime | None, zone_name: str, *, relative: bool = False, offset: bool = False) -> str:
+    """``when`` in the schedule's own zone, as the console writes moments, with the zone's
+    abbreviation ("tomorrow 01:30 -03", "7 Dec 09:00 WIB") and, where two slots may share
+    a wall-clock time (a DST change), its UTC offset too."""
+    if when is None:
         return "-"
     try:
         zone = zone_named(zone_name)
     except InvalidTiming:
-        return f"{moment:%Y-%m-%d %H:%M:%S} UTC (unknown zone)"
-    local = moment.astimezone(zone)
-    return f"{local:%Y-%m-%d %H:%M:%S} {local.tzname()} (UTC{local:%z})"
+        return f"{moment(when, zone=UTC)} UTC (unknown zone)"
+    local = when.astimezone(zone)
+    shown = deadline(when, zone=zone) if relative else moment(when, zone=zone)
+    return f"{shown} {local.tzname()}" + (f" (UTC{local:%z})" if offset else "")
 
 
 def _again(seq: int) -> str:
@@ -79,18 +87,8 @@ class ScheduleForm(forms.ModelForm):
 @admin.register(Schedule)
 class ScheduleAdmin(admin.ModelAdmin):
     form = ScheduleForm
-    list_display = (
-        "name",
-        "task_path",
-        "timing",
-        "enabled",
-        "next_fire",
-        "last_fired",
-        "catchup",
-        "overlap",
-        "source",
-        "problems",
-    )
+    list_display = ("name_and_task", "timing", "enabled", "next_fire", "policy", "source_shown", "problems")
+    list_display_links = ("name_and_task",)
     list_filter = ("enabled", "source", "catchup", "overlap", "queue_name")
     search_fields = ("name", "task_path")
     ordering = ("name",)
@@ -112,19 +110,34 @@ class ScheduleAdmin(admin.ModelAdmin):
 
     # --- columns and read-only fields ---------------------------------------------------
 
+    @admin.display(description="name · task", ordering="name")
+    def name_and_task(self, obj: Schedule) -> str:
+        return format_html("{}<small>{}</small>", obj.name, obj.task_path)
+
     @admin.display(description="timing")
     def timing(self, obj: Schedule) -> str:
         if obj.interval_seconds:
             return f"every {obj.interval_seconds}s"
-        return f"{obj.cron} ({obj.time_zone})"
+        return format_html("<code class='cron'>{}</code><small>{}</small>", obj.cron, obj.time_zone)
 
-    @admin.display(description="next fire (schedule's zone)", ordering="next_fire_at")
+    @admin.display(description="next fire · last fired", ordering="next_fire_at")
     def next_fire(self, obj: Schedule) -> str:
-        return _local(obj.next_fire_at, obj.time_zone) if obj.enabled else "disabled"
+        upcoming = _local(obj.next_fire_at, obj.time_zone, relative=True) if obj.enabled else "disabled"
+        last = f"last {_local(obj.last_fired_at, obj.time_zone)}" if obj.last_fired_at else "never fired"
+        return format_html("{}<small>{}</small>", upcoming, last)
+
+    @admin.display(description="catch-up · overlap")
+    def policy(self, obj: Schedule) -> str:
+        return format_html("{}<small>{}</small>", _CATCHUP_SHORT.get(obj.catchup, obj.catchup),
+                           _OVERLAP_SHORT.get(obj.overlap, obj.overlap))  # fmt: skip
 
     @admin.display(description="last fired", ordering="last_fired_at")
     def last_fired(self, obj: Schedule) -> str:
         return _local(obj.last_fired_at, obj.time_zone)
+
+    @admin.display(description="source", ordering="source")
+    def source_shown(self, obj: Schedule) -> str:
+        return "code" if obj.source == ScheduleSource.CODE else "admin"
 
     @admin.display(description="problems")
     def problems(self, obj: Schedule) -> str:
@@ -141,7 +154,9 @@ class ScheduleAdmin(admin.ModelAdmin):
         except InvalidTiming as exc:
             return f"Cannot be computed: {exc}"
         return format_html_join(
-            "", "<div>{}{}</div>", ((_local(slot.at, obj.time_zone), _again(slot.seq)) for slot in slots)
+            "",
+            "<div>{}{}</div>",
+            ((_local(slot.at, obj.time_zone, offset=True), _again(slot.seq)) for slot in slots),
         )
 
     @admin.display(description="recent fires")
@@ -155,7 +170,7 @@ class ScheduleAdmin(admin.ModelAdmin):
                 "<div>{}{} &middot; {}{} &middot; job {}</div>",
                 (
                     (
-                        _local(r.slot, obj.time_zone),
+                        _local(r.slot, obj.time_zone, offset=True),
                         _again(r.slot_seq),
                         r.outcome,
                         " (manual)" if r.manual else "",

@@ -22,6 +22,7 @@ from django.utils.translation import ngettext
 
 from ..exceptions import JobsError
 from ..models import Workflow as WorkflowRow
+from ..moments import deadline, moment_column
 from . import graph
 from .runs import Workflow, cancel, retry_step, send_signal
 
@@ -30,7 +31,7 @@ FAILED_STEP_STATES = ("dead", "expired")
 
 @admin.register(WorkflowRow)
 class WorkflowAdmin(admin.ModelAdmin):
-    list_display = ("short_id", "name", "status_badge", "created_at", "finished_at", "error_line")
+    list_display = ("short_id", "name", "status_badge", "started", "finished", "error_line")
     list_filter = ("status",)
     search_fields = ("=id", "name")
     ordering = ("-created_at",)
@@ -45,6 +46,9 @@ class WorkflowAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request: HttpRequest, obj: WorkflowRow | None = None) -> bool:
         return False
+
+    started = moment_column("created_at", "started")
+    finished = moment_column("finished_at", "finished")
 
     @admin.display(description="id", ordering="id")
     def short_id(self, obj: WorkflowRow) -> str:
@@ -197,7 +201,7 @@ def _shown(node: Any) -> str:
     if node.error:
         return str(node.error)
     if node.kind == "signal" and node.state == "running" and node.deadline:
-        return f"times out at {node.deadline:%Y-%m-%d %H:%M:%S %Z}"
+        return f"times out {deadline(node.deadline)}"
     if node.result is None:
         return ""
     return json.dumps(node.result, ensure_ascii=False)

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from django.utils.html import escape
 
+from ..moments import deadline
 from .runs import NodeView
 
 BOX_W, BOX_H = 150, 40
@@ -157,7 +158,8 @@ def _draw(box: _Box, x: float, y: float, parts: list[str], job_url: Callable[[uu
             _step(parts, cx, cy, f"… {box.hidden} more", view.state, None, job_url)
     elif view.kind == "signal":
         waiting = view.state == "running"
-        until = f"waiting, until {view.deadline:%H:%M}" if view.deadline else "waiting"
+        # The box is narrow and dashed already says it waits: "until tomorrow 01:39".
+        until = f"until {deadline(view.deadline)}" if view.deadline else "waiting"
         shown = until if waiting else view.state
         _step(parts, x, y, f"wait: {view.label}", view.state, None, job_url, dashed=True, state_text=shown)
     else:

@@ -5,20 +5,15 @@ from __future__ import annotations
 from django.contrib import admin
 from django.http import HttpRequest
 
+from jobs.moments import moment_column
+
 from .models import EmailDelivery
 
 
 @admin.register(EmailDelivery)
 class EmailDeliveryAdmin(admin.ModelAdmin):
-    list_display = (
-        "created_at",
-        "purpose",
-        "to_address",
-        "status",
-        "attempts",
-        "provider_message_id",
-        "short_error",
-    )
+    # The provider's message id is on the detail page (and searchable): too long to list.
+    list_display = ("created", "purpose", "to_address", "status", "attempts", "short_error")
     list_filter = ("purpose", "status", "template")
     search_fields = ("to_address", "=message_key", "=provider_message_id", "=job_id")
     ordering = ("-created_at",)
@@ -35,6 +30,8 @@ class EmailDeliveryAdmin(admin.ModelAdmin):
 
     def has_change_permission(self, request: HttpRequest, obj: EmailDelivery | None = None) -> bool:
         return False
+
+    created = moment_column("created_at", "Created")
 
     @admin.display(description="Error")
     def short_error(self, delivery: EmailDelivery) -> str:

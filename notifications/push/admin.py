@@ -14,9 +14,10 @@ from django.db.models import Count, QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
-from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.translation import ngettext
+
+from jobs.moments import moment_column, moment_html
 
 from . import selectors, services
 from .exceptions import InvalidNotification
@@ -36,8 +37,8 @@ def job_link(job_id: Any) -> str:
 
 
 def short_time(value: datetime | None) -> str:
-    """A compact local time for list columns (the detail page shows the full one)."""
-    return "-" if value is None else timezone.localtime(value).strftime("%Y-%m-%d %H:%M")
+    """A time for list columns, as the console writes moments (jobs.moments)."""
+    return moment_html(value)
 
 
 @admin.register(Device)
@@ -146,7 +147,7 @@ class PushNotificationAdmin(admin.ModelAdmin):
     """Adding a notification is composing one: the add page sends it to the chosen users
     (one job per device) and the change page shows how its deliveries are doing."""
 
-    list_display = ("title", "audience", "devices", "created_by", "created_at", "expires_at")
+    list_display = ("title", "audience", "devices", "created_by", "created", "expires")
     change_list_template = "admin/push/notification_changelist.html"
     list_select_related = ("created_by",)
     search_fields = ("title",)
@@ -154,6 +155,9 @@ class PushNotificationAdmin(admin.ModelAdmin):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[PushNotification]:
         return super().get_queryset(request).annotate(device_count=Count("deliveries"))
+
+    created = moment_column("created_at", "Created")
+    expires = moment_column("expires_at", "Expires")
 
     @admin.display(description="Devices", ordering="device_count")
     def devices(self, notification: PushNotification) -> int:

@@ -5,7 +5,7 @@ bulk actions with their confirmation, queue pause, and the dashboard."""
 from __future__ import annotations
 
 import uuid
-from datetime import timedelta
+from datetime import UTC, timedelta
 
 import pytest
 from django.contrib.admin.models import LogEntry
@@ -79,7 +79,7 @@ def test_each_state_filter_shows_the_jobs_an_operator_means(admin_client: Client
             assert other.task_path not in page, (state, other.task_path)
 
 
-def test_rows_show_a_short_id_the_error_class_and_first_line_and_times_with_seconds(
+def test_rows_show_a_short_id_the_error_class_and_first_line_and_compact_times(
     admin_client: Client,
 ) -> None:
     job = factories.job(State.DEAD, max_attempts=1)
@@ -89,9 +89,13 @@ def test_rows_show_a_short_id_the_error_class_and_first_line_and_times_with_seco
     page = listed(admin_client, "?state=dead")
     assert job.id.hex[-8:] in page
     assert "<strong>RuntimeError</strong> SMTP said 550" in page
-    assert f"{timezone.localtime(job.created_at):%Y-%m-%d %H:%M:%S}" in page
-    # The count comes from the aggregates, not from COUNT(*), and says where it is from.
-    assert "1 job (from the queue counts)" in page
+    # "7 Dec 14:03" in the cell, the instant to the second as its tooltip.
+    created = timezone.localtime(job.created_at)
+    assert f">{created.day} {created:%b %H:%M}</time>" in page
+    assert f'title="{job.created_at.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC"' in page
+    # The count comes from the aggregates, not from COUNT(*), and is said in plain words.
+    assert '<span class="job-count">1 job' in page
+    assert "queue counts" not in page
 
 
 def test_queue_task_time_and_search_filters(admin_client: Client) -> None:
@@ -113,7 +117,7 @@ def test_queue_task_time_and_search_filters(admin_client: Client) -> None:
         assert "tests.tasks.basic.mail" in page, term
         assert "tests.tasks.basic.other" not in page, term
     # A search is counted by the planner, and says so.
-    assert "the planner's estimate" in listed(admin_client, "?q=welcome:42")
+    assert "(estimated)" in listed(admin_client, "?q=welcome:42")
     # Wildcards in a search are text, not patterns.
     assert "tests.tasks.basic.mail" not in listed(admin_client, "?q=%25%25%25")
     assert other.task_path in listed(admin_client)
