@@ -36,8 +36,12 @@ _SECTIONS: tuple[tuple[str | None, tuple[str, ...]], ...] = (
 )
 _EDITABLE_WHEN_DECLARED = {"enabled"}
 # The list's short words for the policies (the form shows their full labels).
-_CATCHUP_SHORT = {Catchup.SKIP: "skip missed", Catchup.LATEST: "latest missed", Catchup.ALL: "all missed"}
-_OVERLAP_SHORT = {Overlap.ALLOW: "overlap allowed", Overlap.SKIP: "no overlap"}
+_CATCHUP_SHORT: dict[str, str] = {
+    Catchup.SKIP: "skip missed",
+    Catchup.LATEST: "latest missed",
+    Catchup.ALL: "all missed",
+}
+_OVERLAP_SHORT: dict[str, str] = {Overlap.ALLOW: "overlap allowed", Overlap.SKIP: "no overlap"}
 
 
 def _local(when: datetime | None, zone_name: str, *, relative: bool = False, offset: bool = False) -> str:
