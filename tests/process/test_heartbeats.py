@@ -51,9 +51,11 @@ def test_enqueueing_a_key_whose_running_holder_lapsed_leaves_the_holder_unlocked
             successor = keyed.enqueue("successor", 0.0)
             assert not successor.deduplicated
             # The holder was marked lapsed on a connection of its own: its row is free for
-            # its worker's heartbeat while this transaction stays open.
+            # its worker's heartbeat while this transaction stays open. (A wait of a second,
+            # not NOWAIT: the heartbeat itself holds the row for a moment every lease/3.)
             with connect(application_name="test-probe") as probe:
-                probe.execute("SELECT 1 FROM jobs_job WHERE id = %s FOR UPDATE NOWAIT", [held])
+                probe.execute("SET lock_timeout = '1s'")
+                probe.execute("SELECT 1 FROM jobs_job WHERE id = %s FOR UPDATE", [held])
             time.sleep(3.0)
         wait_until(lambda: job(held).state == State.SUCCEEDED, timeout=15)
         assert "event=reaped" not in worker.log()
