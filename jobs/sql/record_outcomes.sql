@@ -29,13 +29,15 @@
 -- lock them in the order the rows were written: two executors' batches with steps of the
 -- same two workflows (chords fanning in) took them in opposite orders and deadlocked.
 -- steps_locked runs before any row is written: recorded's condition on it is a one-time
--- filter the planner evaluates first.
+-- filter the planner evaluates first. A batch the worker knows holds no workflow step
+-- (`steps` false) skips it: the join would cost a lookup per outcome for nothing.
 WITH steps_locked AS (
     SELECT w.id
     FROM jsonb_to_recordset(%(outcomes)s::jsonb) AS v(id uuid)
     JOIN jobs_job j ON j.id = v.id
     JOIN jobs_workflow_node n ON n.id = j.workflow_node
     JOIN jobs_workflow w ON w.id = n.workflow_id
+    WHERE %(steps)s
     ORDER BY w.id
     FOR UPDATE OF w
 ), marked AS (

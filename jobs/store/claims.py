@@ -59,6 +59,8 @@ class Claimed(NamedTuple):
     start_in: float | None = None
     # Seconds from its due time to this claim, on the database's clock (the queue wait).
     waited: float = 0.0
+    # A workflow step: its outcome write locks its workflow first (sql/record_outcomes.sql).
+    in_workflow: bool = False
 
 
 class Reaped(NamedTuple):
@@ -142,10 +144,10 @@ def record_outcomes(
     ``lease_seconds``); return the ids whose outcome was recorded.
 
     Each outcome is a dict with ``id`` and ``attempt`` (the fence) and ``state`` plus, as
-    needed, ``result``, ``delay``, ``refund``, ``error`` and ``progress`` (the attempt's
-    last report). ``progress`` holds interim reports of running attempts (``id``,
-    ``attempt``, ``progress``), written first, fenced the same way. ``prepare``: as for
-    claim.
+    needed, ``result``, ``delay``, ``refund``, ``error``, ``progress`` (the attempt's
+    last report) and ``in_workflow`` (False: not a workflow step; missing: maybe one).
+    ``progress`` holds interim reports of running attempts (``id``, ``attempt``,
+    ``progress``), written first, fenced the same way. ``prepare``: as for claim.
     """
     if progress:
         record_progress(cursor, worker=worker, reports=progress, now=now)
@@ -156,6 +158,9 @@ def record_outcomes(
         cursor,
         sql("record_outcomes"),
         {
+            # Whether the batch may hold a workflow step (an outcome that does not say is
+            # taken as one): only then are workflows locked before the job rows.
+            "steps": any(o.get("in_workflow", True) for o in outcomes),
             "worker": worker,
             "outcomes": json.dumps(outcomes, default=str),
             "started": json.dumps([{"id": str(job_id), "attempt": attempt} for job_id, attempt in started]),

@@ -166,7 +166,10 @@ class Attempts:
         except JobsError as exc:
             return self.failed(row, exc, begun.started, begun=begun)
         # The id stays a UUID: it becomes text once, in the batch's JSON (feeder.py).
-        outcome = {"id": row.id, "attempt": row.attempt, "state": "succeeded", "result": result}
+        outcome = {
+            "id": row.id, "attempt": row.attempt, "in_workflow": row.in_workflow, "state": "succeeded",
+            "result": result,
+        }  # fmt: skip
         if begun.progress is not None and begun.progress.latest is not None:
             outcome["progress"] = begun.progress.latest
         self._log(row, begun.started, "succeeded")
@@ -185,6 +188,7 @@ class Attempts:
             return {
                 "id": row.id,
                 "attempt": row.attempt,
+                "in_workflow": row.in_workflow,
                 "state": "dead",
                 "error": error_record(failure),
             }
@@ -192,7 +196,7 @@ class Attempts:
     def _failed(
         self, row: Claimed, error: BaseException, started: float, begun: Begun | None
     ) -> dict[str, Any]:
-        outcome: dict[str, Any] = {"id": row.id, "attempt": row.attempt}
+        outcome: dict[str, Any] = {"id": row.id, "attempt": row.attempt, "in_workflow": row.in_workflow}
         if begun is not None and begun.progress is not None and begun.progress.latest is not None:
             outcome["progress"] = begun.progress.latest
         if isinstance(error, UnknownTask):

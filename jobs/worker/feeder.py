@@ -909,6 +909,7 @@ def _unstorable(outcome: dict[str, Any], exc: Exception) -> dict[str, Any]:
     return {
         "id": outcome["id"],
         "attempt": outcome["attempt"],
+        "in_workflow": outcome.get("in_workflow", True),
         "state": "dead",
         "error": {
             "exception": f"{BadReturnValue.__module__}.{BadReturnValue.__qualname__}",
