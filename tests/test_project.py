@@ -1,9 +1,18 @@
 """Project hygiene that CI enforces through the test suite."""
 
+import doctest
+import io
+import os
+import re
+import signal
 import subprocess
 import sys
+from dataclasses import dataclass
+from pathlib import Path
 
-from tests.conftest import ROOT
+import pytest
+
+from tests.conftest import ROOT, manage, subprocess_env
 
 
 def test_ruff_is_clean() -> None:
@@ -31,3 +40,174 @@ def test_mypy_is_clean() -> None:
         text=True,
     )
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+# --- The documentation site (docs/, mkdocs.yml) ------------------------------------------
+# A page's samples run in order, in one namespace, as a reader would type them. Before a
+# fence, "<!-- docs: file PATH -->" writes the block to PATH in a folder on the import path
+# (the worker's too), and "<!-- docs: run -->" executes it; `pycon` blocks (">>>") run as
+# doctests. A page holding "<!-- docs: worker -->" has a runworker on the test database
+# while its samples run. Every other python block must at least compile.
+
+DOCS = ROOT / "docs"
+FENCE = re.compile(
+    r"^(?:(?P<indent>[ ]*)<!-- docs: (?P<mark>[^>]*?) -->\n)?"
+    r"(?P<fence_indent>[ ]*)```(?P<lang>\w+)[^\n]*\n(?P<code>.*?)^(?P=fence_indent)```[ ]*$",
+    re.M | re.S,
+)
+
+
+@dataclass(frozen=True)
+class Sample:
+    page: str
+    line: int
+    lang: str
+    mark: str
+    code: str
+
+
+def doc_pages() -> list[Path]:
+    return sorted(DOCS.rglob("*.md"))
+
+
+def samples(page: Path) -> list[Sample]:
+    text = page.read_text()
+    found = []
+    for match in FENCE.finditer(text):
+        lines = match["code"].splitlines(keepends=True)
+        indent = len(match["fence_indent"])
+        code = "".join(line[indent:] if line[:indent].isspace() else line for line in lines)
+        found.append(
+            Sample(
+                page=str(page.relative_to(ROOT)),
+                line=text.count("\n", 0, match.start("code")) + 1,
+                lang=match["lang"],
+                mark=match["mark"] or "",
+                code=code,
+            )
+        )
+    return found
+
+
+def test_docs_build_in_strict_mode(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
+        cwd=ROOT,
+        # Material's banner about its successor is not a warning about these pages.
+        env={**os.environ, "NO_MKDOCS_2_WARNING": "1"},
+        capture_output=True,
+        text=True,
+    )
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output
+    assert "WARNING" not in output, output
+
+
+def test_every_python_sample_in_the_docs_compiles() -> None:
+    checked = 0
+    for page in doc_pages():
+        for sample in samples(page):
+            if sample.lang == "python":
+                compile(sample.code, f"{sample.page}:{sample.line}", "exec")
+                checked += 1
+            elif sample.lang == "pycon":
+                doctest.DocTestParser().get_examples(sample.code, f"{sample.page}:{sample.line}")
+                checked += 1
+    assert checked > 10
+
+
+RUNNABLE_PAGES = [
+    str(page.relative_to(DOCS))
+    for page in doc_pages()
+    if any(s.mark == "run" or s.lang == "pycon" for s in samples(page))
+]
+
+
+@pytest.mark.parametrize("page_name", RUNNABLE_PAGES)
+def test_the_docs_samples_run(
+    page_name: str, transactional_db: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    page = DOCS / page_name
+    blocks = samples(page)
+    written: list[str] = []
+    for sample in blocks:
+        if sample.mark.startswith("file "):
+            path = tmp_path / sample.mark.removeprefix("file ").strip()
+            path.parent.mkdir(parents=True, exist_ok=True)
+            (path.parent / "__init__.py").touch()
+            path.write_text(sample.code)
+            written.append(path.parent.name)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    worker = None
+    if "<!-- docs: worker -->" in page.read_text():
+        log = (tmp_path / "worker.log").open("w")
+        env = subprocess_env(PYTHONPATH=f"{ROOT}{os.pathsep}{tmp_path}")
+        worker = manage("runworker", "--concurrency", "1", env=env, stdout=log, stderr=subprocess.STDOUT)
+    namespace: dict[str, object] = {"__name__": "__docs__"}
+    try:
+        for sample in blocks:
+            where = f"{sample.page}:{sample.line}"
+            if sample.mark == "run":
+                exec(compile(sample.code, where, "exec"), namespace)  # noqa: S102
+            elif sample.lang == "pycon":
+                test = doctest.DocTestParser().get_doctest(sample.code, namespace, where, where, 0)
+                report = io.StringIO()
+                runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+                runner.run(test, out=report.write, clear_globs=False)
+                namespace.update(test.globs)
+                worker_log = (tmp_path / "worker.log").read_text() if worker else ""
+                assert not runner.failures, report.getvalue() + worker_log
+    finally:
+        if worker is not None:
+            worker.send_signal(signal.SIGTERM)
+            worker.wait(timeout=120)
+        for module in [m for m in sys.modules if m.split(".")[0] in written]:
+            del sys.modules[module]
+
+
+def test_the_settings_reference_lists_every_variable_with_its_default() -> None:
+    settings_py = (ROOT / "config" / "settings.py").read_text()
+    env_example = (ROOT / ".env.example").read_text()
+    page = (DOCS / "reference" / "settings.md").read_text()
+    rows = dict(re.findall(r"^\| `([A-Z][A-Z0-9_]*\*?)` \| ([^|]*) \|", page, re.M))
+    names = set(re.findall(r'env\.\w+\(\s*"([A-Z][A-Z0-9_]+)"', settings_py))
+    names |= set(re.findall(r"^#?\s*([A-Z][A-Z0-9_]+)=", env_example, re.M))
+    names = {"ANYMAIL_*" if name.startswith("ANYMAIL_") else name for name in names}
+    assert names - set(rows) == set(), "variables missing from docs/reference/settings.md"
+    for name, value in re.findall(r"^([A-Z][A-Z0-9_]+)=(.*)$", env_example, re.M):
+        documented = rows[name].strip()
+        assert documented == (f"`{value}`" if value else "empty"), f"{name}: {documented} != {value!r}"
+
+
+def api_routes() -> set[str]:
+    from django.urls import URLPattern, URLResolver, get_resolver
+
+    def walk(patterns: list[object], prefix: str) -> list[str]:
+        found = []
+        for pattern in patterns:
+            if isinstance(pattern, URLResolver):
+                found += walk(pattern.url_patterns, prefix + str(pattern.pattern))
+            elif isinstance(pattern, URLPattern):
+                found.append(prefix + str(pattern.pattern))
+        return found
+
+    return {
+        "/" + re.sub(r"<(?:\w+:)?(\w+)>", r"<\1>", route)
+        for route in walk(get_resolver().url_patterns, "")
+        if route.startswith("api/")
+    }
+
+
+def test_the_api_reference_documents_every_api_route() -> None:
+    page = (DOCS / "reference" / "api.md").read_text()
+    documented = set(re.findall(r"^#+ (?:[A-Z]+, )*[A-Z]+ (/api/\S*)$", page, re.M))
+    routes = api_routes()
+    assert routes - documented == set(), "routes missing from docs/reference/api.md"
+    assert documented - routes == set(), "docs/reference/api.md names routes that do not exist"
+
+
+def test_the_states_page_explains_every_state() -> None:
+    from jobs.states import State
+
+    headings = set(re.findall(r"^### (\w+)$", (DOCS / "explanation" / "states.md").read_text(), re.M))
+    assert headings == {state.value for state in State}
