@@ -14,7 +14,7 @@ from django.db import connection
 ROOT = Path(__file__).resolve().parent.parent
 
 # The SMTP server on loopback (smtp_sink, smtp_settings) for every tier.
-pytest_plugins = ["tests.mail"]
+pytest_plugins = ["tests.support.mail"]
 
 
 @pytest.fixture
