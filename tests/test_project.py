@@ -26,7 +26,7 @@ def test_migrations_are_complete(db: None) -> None:
 
 def test_mypy_is_clean() -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "mypy", "jobs", "config", "accounts", "notifications"],
+        [sys.executable, "-m", "mypy", "jobs", "config", "accounts", "notifications", "reports", "lab"],
         cwd=ROOT,
         capture_output=True,
         text=True,
