@@ -44,6 +44,11 @@ INSTALLED_APPS = [
     "demos",
     "reports",
 ]
+# Benchmarks, the chaos drill and the fleet simulator (lab/): their commands exist only where
+# JOBS_LAB=true (scripts/bench, scripts/chaos, scripts/fleet, the tests), never by default.
+JOBS_LAB = env.bool("JOBS_LAB", default=False)
+if JOBS_LAB:
+    INSTALLED_APPS.append("lab")
 
 MIDDLEWARE = [
     # First: the request's trace id (traceparent / X-Request-ID) and request metrics.

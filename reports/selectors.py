@@ -48,9 +48,11 @@ def import_status(*, import_id: uuid.UUID, viewer: Any) -> dict[str, Any] | None
                     "; %(count)d row could not be read", "; %(count)d rows could not be read", record.unread
                 ) % {"count": record.unread}
         else:
+            # Set by the split, which also moves the import past QUEUED.
+            chunks = record.chunk_count or 0
             message = ngettext(
-                "%(done)d of %(count)d chunk done", "%(done)d of %(count)d chunks done", record.chunk_count
-            ) % {"done": record.chunks_done, "count": record.chunk_count}
+                "%(done)d of %(count)d chunk done", "%(done)d of %(count)d chunks done", chunks
+            ) % {"done": record.chunks_done, "count": chunks}
         progress = {
             "done": done,
             "total": total,

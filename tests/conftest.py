@@ -14,7 +14,23 @@ from django.db import connection
 ROOT = Path(__file__).resolve().parent.parent
 
 # The SMTP server on loopback (smtp_sink, smtp_settings) for every tier.
-pytest_plugins = ["tests.mail"]
+pytest_plugins = ["tests.support.mail"]
+
+# The drills: real worker processes, private servers, a fresh project, a million rows. A
+# plain `pytest` (no paths, no -m) leaves them out so that it answers in minutes;
+# `scripts/test` names every tier and runs them all, and naming a drill's path (or -m) runs it.
+DRILLS = ("process", "pgbouncer", "replica", "fleet", "bootstrap", "million_rows")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if config.args_source is not pytest.Config.ArgsSource.TESTPATHS or config.option.markexpr:
+        return
+    keep, drills = [], []
+    for item in items:
+        (drills if any(item.get_closest_marker(name) for name in DRILLS) else keep).append(item)
+    if drills:
+        config.hook.pytest_deselected(items=drills)
+        items[:] = keep
 
 
 @pytest.fixture

@@ -24,4 +24,8 @@ if "EMAIL_OUTBOX_DIR" not in os.environ:
     os.environ["EMAIL_OUTBOX_DIR"] = tempfile.mkdtemp(prefix="jobqueue-test-outbox-")
     atexit.register(shutil.rmtree, os.environ["EMAIL_OUTBOX_DIR"], ignore_errors=True)
 
+# The lab's commands (benchmark, chaos, fleet, bench_*) are tested too; the manage.py
+# subprocesses the tests start inherit this.
+os.environ.setdefault("JOBS_LAB", "true")
+
 from config.settings import *  # noqa: F403

@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT
-from tests.process.resilience_support import wait_until
+from tests.support.workers import wait_until
 
 pytestmark = pytest.mark.bootstrap
 

@@ -9,7 +9,7 @@ from playwright.sync_api import expect
 
 from jobs.models import Job, Schedule
 from jobs.states import State
-from tests import factories
+from tests.support import factories
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 

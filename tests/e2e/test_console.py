@@ -18,8 +18,8 @@ from playwright.sync_api import expect
 
 from jobs.models import Job
 from jobs.states import State
-from tests import factories
-from tests.process.resilience_support import running_worker, wait_until
+from tests.support import factories
+from tests.support.workers import running_worker, wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.process, pytest.mark.django_db(transaction=True)]
 

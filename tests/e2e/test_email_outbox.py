@@ -12,7 +12,7 @@ from playwright.sync_api import expect
 
 from accounts.models import Account
 from notifications.email import outbox
-from tests.process.resilience_support import running_worker, wait_until
+from tests.support.workers import running_worker, wait_until
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 

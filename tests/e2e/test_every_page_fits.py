@@ -25,7 +25,7 @@ from jobs.states import State
 from notifications.email.models import EmailDelivery
 from notifications.push.models import Device, PushDelivery, PushNotification
 from reports.models import Customer, Import
-from tests import factories
+from tests.support import factories
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 

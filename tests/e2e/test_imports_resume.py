@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import expect
 
-from tests import factories
-from tests.accounts_support import verified_user
+from tests.support import factories
+from tests.support.accounts import verified_user
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 

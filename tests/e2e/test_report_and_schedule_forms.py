@@ -12,8 +12,8 @@ import pytest
 from playwright.sync_api import expect
 
 from jobs.models import Job, Schedule
-from tests import factories
-from tests.accounts_support import verified_user
+from tests.support import factories
+from tests.support.accounts import verified_user
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 

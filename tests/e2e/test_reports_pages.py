@@ -15,9 +15,9 @@ from django.db import connection
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from playwright.sync_api import expect
 
-from tests import factories
-from tests.accounts_support import verified_user
-from tests.process.resilience_support import running_worker
+from tests.support import factories
+from tests.support.accounts import verified_user
+from tests.support.workers import running_worker
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 

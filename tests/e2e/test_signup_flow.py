@@ -12,8 +12,8 @@ import pytest
 from django.contrib.auth import get_user_model
 from playwright.sync_api import expect
 
-from tests.mail import link_in
-from tests.process.resilience_support import running_worker
+from tests.support.mail import link_in
+from tests.support.workers import running_worker
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 

@@ -8,7 +8,7 @@ from playwright.sync_api import expect
 
 from demos.workflows import start_payment_approval
 from jobs.models import Job
-from tests import factories
+from tests.support import factories
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import manage, side_effect_counts, subprocess_env
-from tests.process.resilience_support import WorkerProcess, children_of, running_worker, wait_until
+from tests.support.workers import WorkerProcess, children_of, running_worker, wait_until
 
 pytestmark = [pytest.mark.fleet, pytest.mark.django_db(transaction=True)]
 

@@ -16,7 +16,7 @@ from django.urls import reverse
 
 from accounts.models import Account
 from jobs.models import Job
-from tests.accounts_support import (
+from tests.support.accounts import (
     PASSWORD,
     CountingHasher,
     count_hashes,

@@ -17,9 +17,9 @@ from accounts.models import Account, ApiToken
 from accounts.services import create_api_token
 from notifications.push.models import Device
 from notifications.push.services import notify_user
-from tests.accounts_support import PASSWORD, run_email_jobs, signup, verified_user
-from tests.mail import link_in
-from tests.push.fixtures import apns_token
+from tests.support.accounts import PASSWORD, run_email_jobs, signup, verified_user
+from tests.support.mail import link_in
+from tests.support.push.fixtures import apns_token
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("debug_off")]
 

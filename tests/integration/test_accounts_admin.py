@@ -14,7 +14,7 @@ from accounts.models import Account, ApiToken
 from accounts.tokens import api_token_digest
 from jobs.models import Job
 from notifications.email.delivery import prepare
-from tests.accounts_support import unverified_user, verified_user
+from tests.support.accounts import unverified_user, verified_user
 
 pytestmark = pytest.mark.django_db
 

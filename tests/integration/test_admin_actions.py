@@ -25,8 +25,8 @@ from jobs.models import Job, Limit, Schedule
 from jobs.models import Workflow as WorkflowRow
 from jobs.workflows import chain, step, wait_signal
 from notifications.push.models import Device
-from tests.accounts_support import unverified_user
 from tests.integration.test_scheduler_support import make_schedule
+from tests.support.accounts import unverified_user
 from tests.tasks import workflows as t
 
 from .workflow_support import drive, prepare_effects

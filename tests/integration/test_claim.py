@@ -20,7 +20,7 @@ from jobs import store
 from jobs.models import Job
 from jobs.states import State
 from jobs.worker.db import connect
-from tests import factories
+from tests.support import factories
 from tests.tasks import basic
 
 T0 = timezone.now().replace(microsecond=0) + timedelta(days=1)
@@ -225,6 +225,7 @@ def _buffers(plan: dict) -> int:
     return max([own, *(_buffers(child) for child in plan.get("Plans", []))])
 
 
+@pytest.mark.million_rows
 @pytest.mark.django_db(transaction=True)
 def test_claim_cost_does_not_grow_with_a_million_delayed_rows_of_higher_priority() -> None:
     # Future-dated jobs wait as 'scheduled', outside the claim's index: however many of

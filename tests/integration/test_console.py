@@ -18,7 +18,7 @@ from django.utils import timezone
 from jobs import stats, store
 from jobs.models import Job, PausedQueue
 from jobs.states import State
-from tests import factories
+from tests.support import factories
 
 pytestmark = pytest.mark.django_db
 

@@ -14,7 +14,7 @@ from jobs import store
 from jobs.console_history import exception_name, is_engine_file, split_traceback
 from jobs.models import Job
 from jobs.states import State
-from tests import factories
+from tests.support import factories
 
 pytestmark = pytest.mark.django_db
 

@@ -14,7 +14,7 @@ from django.urls import reverse
 
 from jobs.models import Job
 from jobs.states import State
-from tests import factories
+from tests.support import factories
 
 pytestmark = pytest.mark.django_db
 

@@ -16,7 +16,7 @@ from demos.workflows import start_payment_approval
 from jobs.models import Worker
 from jobs.moments import deadline, moment
 from jobs.workflows.runs import Workflow
-from tests import factories
+from tests.support import factories
 
 pytestmark = pytest.mark.django_db
 

@@ -16,7 +16,7 @@ from accounts import services
 from accounts.models import ApiToken
 from jobs.models import Job
 from notifications.models import EmailDelivery
-from tests.accounts_support import run_email_jobs
+from tests.support.accounts import run_email_jobs
 
 pytestmark = pytest.mark.django_db
 

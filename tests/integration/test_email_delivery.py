@@ -14,8 +14,8 @@ from jobs.models import Job
 from jobs.states import State
 from notifications.email.delivery import claim, prepare, send_once
 from notifications.models import DeliveryStatus, EmailDelivery
-from tests import factories
-from tests.accounts_support import run_email_jobs, unverified_user
+from tests.support import factories
+from tests.support.accounts import run_email_jobs, unverified_user
 
 pytestmark = pytest.mark.django_db
 
@@ -128,7 +128,7 @@ def test_an_email_rendered_from_templates_has_a_text_and_an_html_part(smtp_setti
     )  # fmt: skip
     send_once(delivery, job_id=None)
     [message] = smtp_settings.wait_for("fay@example.com")
-    from tests.mail import html_of, text_of
+    from tests.support.mail import html_of, text_of
 
     assert message["Subject"] == "Your receipt for order A-17"
     assert message["From"] == "jobqueue <no-reply@localhost>"

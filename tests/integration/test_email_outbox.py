@@ -15,7 +15,7 @@ from django.urls import reverse
 
 from accounts.models import Account
 from notifications.email import outbox
-from tests.accounts_support import PASSWORD, run_email_jobs, signup, verified_user
+from tests.support.accounts import PASSWORD, run_email_jobs, signup, verified_user
 
 pytestmark = pytest.mark.django_db
 

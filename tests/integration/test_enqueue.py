@@ -25,7 +25,7 @@ from jobs.exceptions import InvalidPayload
 from jobs.models import Job
 from jobs.states import State
 from jobs.worker.db import connect
-from tests import factories
+from tests.support import factories
 from tests.tasks import basic, engine
 
 

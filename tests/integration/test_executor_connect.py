@@ -17,7 +17,7 @@ from jobs.models import Job
 from jobs.states import State
 from jobs.worker.executor import Executor
 from jobs.worker.slots import SlotTable
-from tests import factories
+from tests.support import factories
 from tests.tasks import basic
 
 pytestmark = pytest.mark.django_db(transaction=True)

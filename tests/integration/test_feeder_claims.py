@@ -17,7 +17,7 @@ from jobs import limits
 from jobs.models import LimitState
 from jobs.worker.db import Connection
 from jobs.worker.feeder import FLUSH_AFTER, RECHECKS, Feeder, Lane
-from tests import factories
+from tests.support import factories
 from tests.tasks import basic, limited
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -19,7 +19,7 @@ from jobs.models import Job
 from jobs.states import State
 from jobs.worker.db import Connection
 from jobs.worker.feeder import Feeder, Lane
-from tests import factories
+from tests.support import factories
 from tests.tasks import basic
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -19,7 +19,7 @@ from jobs.models import Job
 from jobs.states import State
 from reports.models import Customer, Import, ImportChunk, ImportRejection
 from reports.tasks import import_chunk, split_import
-from tests import factories
+from tests.support import factories
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("media_root")]
 

@@ -16,7 +16,7 @@ from django.utils import timezone
 from jobs import store
 from jobs.models import Job
 from jobs.states import State
-from tests import factories
+from tests.support import factories
 from tests.tasks import engine
 
 pytestmark = pytest.mark.django_db

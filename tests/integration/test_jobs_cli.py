@@ -15,8 +15,8 @@ from django.utils import timezone
 from jobs import stats
 from jobs.models import Job, Limit, PausedQueue
 from jobs.states import State
-from tests import factories
 from tests.conftest import manage
+from tests.support import factories
 
 pytestmark = pytest.mark.django_db
 

@@ -19,7 +19,7 @@ from django.utils import timezone
 from jobs import limits, store
 from jobs.models import Job, Limit, LimitState
 from jobs.states import State
-from tests import factories
+from tests.support import factories
 from tests.tasks import basic, limited
 
 pytestmark = pytest.mark.django_db

@@ -16,8 +16,8 @@ from django.utils.http import urlsafe_base64_encode
 
 from accounts.models import Account
 from jobs.models import Job
-from tests.accounts_support import PASSWORD, run_email_jobs, unverified_user, verified_user
-from tests.mail import link_in
+from tests.support.accounts import PASSWORD, run_email_jobs, unverified_user, verified_user
+from tests.support.mail import link_in
 
 pytestmark = pytest.mark.django_db
 

@@ -15,7 +15,7 @@ from jobs import metrics
 from jobs.models import Job
 from jobs.observe import current_trace, trace_from_headers, trace_id_of
 from jobs.states import State
-from tests import factories
+from tests.support import factories
 from tests.tasks import observed
 
 pytestmark = pytest.mark.django_db

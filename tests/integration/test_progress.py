@@ -18,8 +18,8 @@ from django.utils import timezone
 from jobs import files, store
 from jobs.models import Job
 from jobs.states import State
-from tests import factories
 from tests.conftest import side_effect_counts
+from tests.support import factories
 from tests.tasks import progress as tasks
 
 pytestmark = pytest.mark.django_db
@@ -261,7 +261,7 @@ def test_pruning_deletes_the_result_file_with_its_job(owner: User) -> None:
 def test_progress_moves_while_the_handler_runs_never_backwards_and_reaches_100(
     tmp_path: Path, client: Client, owner: User
 ) -> None:
-    from tests.process.resilience_support import running_worker, wait_until
+    from tests.support.workers import running_worker, wait_until
 
     result = tasks.half_then_wait.using(owner=owner).enqueue(200, "go-progress")
     client.force_login(owner)
@@ -289,7 +289,7 @@ def test_progress_moves_while_the_handler_runs_never_backwards_and_reaches_100(
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.usefixtures("side_effects")
 def test_interim_writes_are_throttled_per_job(tmp_path: Path) -> None:
-    from tests.process.resilience_support import running_worker, wait_until
+    from tests.support.workers import running_worker, wait_until
 
     with connection.cursor() as cursor:
         cursor.execute(
@@ -333,7 +333,7 @@ def test_the_console_shows_a_running_jobs_progress(client: Client) -> None:
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.usefixtures("side_effects")
 def test_a_running_job_cancelled_by_an_operator_stops_at_its_next_check(tmp_path: Path) -> None:
-    from tests.process.resilience_support import running_worker, wait_until
+    from tests.support.workers import running_worker, wait_until
 
     job_id = tasks.work_until_cancelled.enqueue("cancel-me").id
     with running_worker(tmp_path, "--concurrency", "1"):

@@ -20,7 +20,7 @@ from jobs.scheduler.declared import declared_specs
 from jobs.states import State
 from notifications.models import EmailDelivery
 from reports.models import Customer
-from tests import factories
+from tests.support import factories
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("media_root")]
 

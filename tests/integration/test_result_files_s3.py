@@ -25,8 +25,8 @@ from jobs.files import result_file_writer
 from jobs.models import Job
 from jobs.states import State
 from reports.models import Customer
-from tests import factories
-from tests.mail import free_port
+from tests.support import factories
+from tests.support.mail import free_port
 
 pytestmark = pytest.mark.django_db
 

@@ -18,7 +18,7 @@ from jobs.exceptions import BadPayload, BadReturnValue, Discard
 from jobs.models import Job
 from jobs.retry import MAX_DELAY
 from jobs.states import FINISHED, State
-from tests import factories
+from tests.support import factories
 from tests.tasks import basic, engine
 
 pytestmark = pytest.mark.django_db

@@ -11,7 +11,7 @@ from django.tasks.signals import task_enqueued, task_finished, task_started
 from django.utils import timezone
 
 from jobs.backend import PostgresBackend
-from tests import factories
+from tests.support import factories
 from tests.tasks import basic
 
 pytestmark = pytest.mark.django_db

@@ -16,8 +16,8 @@ from accounts.models import Account
 from jobs.models import Job
 from jobs.states import State
 from notifications.models import EmailDelivery
-from tests.accounts_support import PASSWORD, run_email_jobs, signup, unverified_user, verified_user
-from tests.mail import link_in, text_of
+from tests.support.accounts import PASSWORD, run_email_jobs, signup, unverified_user, verified_user
+from tests.support.mail import link_in, text_of
 
 pytestmark = pytest.mark.django_db
 

@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from accounts.models import Account
 from jobs.models import Job
-from tests.accounts_support import PASSWORD, unverified_user, verified_user
+from tests.support.accounts import PASSWORD, unverified_user, verified_user
 
 pytestmark = pytest.mark.django_db
 

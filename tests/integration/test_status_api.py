@@ -8,7 +8,7 @@ from django.utils import timezone
 
 from jobs.models import Job
 from jobs.states import State
-from tests import factories
+from tests.support import factories
 from tests.tasks import basic
 
 

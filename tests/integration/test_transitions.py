@@ -1,6 +1,6 @@
 """Every transition of jobs/states.py through the store, and the fence on writes after a claim.
 
-Rows come from tests.factories in the state under test; the clock is moved with ``now=``.
+Rows come from tests.support.factories in the state under test; the clock is moved with ``now=``.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from jobs.exceptions import JobNotFound, TransitionNotAllowed
 from jobs.models import Job
 from jobs.states import TRANSITIONS, State
 from jobs.worker.db import connect
-from tests import factories
+from tests.support import factories
 from tests.tasks import basic
 
 pytestmark = pytest.mark.django_db

@@ -14,7 +14,7 @@ from django.utils.http import urlsafe_base64_encode
 from accounts import services
 from accounts.models import Account
 from accounts.tokens import email_verification_token
-from tests.accounts_support import unverified_user
+from tests.support.accounts import unverified_user
 
 pytestmark = pytest.mark.django_db
 

@@ -1,6 +1,6 @@
 """Chains, groups and chords on real PostgreSQL: results, order, nesting, failure policy.
 
-Steps run with the worker's own attempt code (tests.factories.run_due) on the test's
+Steps run with the worker's own attempt code (tests.support.factories.run_due) on the test's
 connection; the advancing happens in the statement that records their outcomes.
 """
 
@@ -16,7 +16,7 @@ from jobs.models import Job, WorkflowNode
 from jobs.states import State
 from jobs.workflows import InvalidCanvas, chain, chord, group, step, wait_signal
 from jobs.workflows.runs import Workflow, WorkflowNotFound
-from tests import factories
+from tests.support import factories
 from tests.tasks import workflows as t
 
 from .workflow_support import clock, drive, effects, prepare_effects

@@ -17,7 +17,7 @@ from jobs.models import Job
 from jobs.store import workflows as workflow_store
 from jobs.workflows import Workflow, chain, group, step, wait_signal
 from notifications.email.models import EmailDelivery
-from tests import factories
+from tests.support import factories
 from tests.tasks import workflows as t
 
 from .workflow_support import clock, drive, prepare_effects

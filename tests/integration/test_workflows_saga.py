@@ -10,7 +10,7 @@ from django.db import connection
 from jobs import store
 from jobs.models import Job
 from jobs.workflows import WorkflowNotFound, cancel, chain, group, retry_step, step, wait_signal
-from tests import factories
+from tests.support import factories
 from tests.tasks import workflows as t
 
 from .workflow_support import clock, drive, effects, prepare_effects

@@ -14,7 +14,7 @@ from jobs.exceptions import InvalidPayload
 from jobs.models import Job, WorkflowSignal
 from jobs.store import workflows as workflow_store
 from jobs.workflows import InvalidCanvas, WorkflowNotFound, chain, group, send_signal, step, wait_signal
-from tests import factories
+from tests.support import factories
 from tests.tasks import workflows as t
 
 from .workflow_support import clock, drive, effects, prepare_effects

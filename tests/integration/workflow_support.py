@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from jobs.models import Job
 from jobs.workflows import Workflow
-from tests import factories
+from tests.support import factories
 
 
 def clock() -> datetime:

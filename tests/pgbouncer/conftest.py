@@ -7,7 +7,7 @@ from collections.abc import Iterator
 import pytest
 from django.db import connection
 
-from tests.servers import PgBouncer
+from tests.support.servers import PgBouncer
 
 
 @pytest.fixture(scope="session")

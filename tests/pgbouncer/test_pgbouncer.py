@@ -1,4 +1,4 @@
-"""The whole engine through a real PgBouncer in transaction mode (tests/servers.py), where
+"""The whole engine through a real PgBouncer in transaction mode (tests/support/servers.py), where
 consecutive transactions of one client may run on different server sessions: enqueue from
 Django (no prepared statements), claims, outcomes, heartbeats, the reaper after a SIGKILL,
 a SIGTERM hand-back, the scheduler's one job per slot, LISTEN only on a direct connection,
@@ -18,9 +18,9 @@ from django.db import connection
 
 from jobs.models import Job
 from tests.conftest import manage, side_effect_counts, subprocess_env
-from tests.process.resilience_support import all_in_state, job, running_worker, start_marked, wait_until
-from tests.process.test_scheduler import assert_one_job_per_slot_without_gaps, every_second, slots_by_schedule
-from tests.servers import PgBouncer
+from tests.support.schedules import assert_one_job_per_slot_without_gaps, every_second, slots_by_schedule
+from tests.support.servers import PgBouncer
+from tests.support.workers import all_in_state, job, running_worker, start_marked, wait_until
 
 pytestmark = [pytest.mark.pgbouncer, pytest.mark.usefixtures("side_effects")]
 

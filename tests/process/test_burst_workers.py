@@ -13,8 +13,8 @@ from django.db.models import Count
 from jobs.models import Job
 from jobs.states import State
 from jobs.worker.db import connect
-from tests import factories
 from tests.conftest import ROOT, manage, side_effect_counts, subprocess_env
+from tests.support import factories
 from tests.tasks import basic, engine
 
 pytestmark = pytest.mark.process

@@ -16,8 +16,8 @@ from jobs import limits, store
 from jobs.models import Job
 from jobs.states import State
 from jobs.workflows import Workflow, chain, chord, group, step
-from tests.process.resilience_support import running_worker, start_marked, wait_until
 from tests.process.test_limits import events, most_running, spans_of
+from tests.support.workers import running_worker, start_marked, wait_until
 from tests.tasks import limited
 from tests.tasks import workflows as t
 

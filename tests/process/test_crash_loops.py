@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from jobs.states import State
-from tests import factories
 from tests.conftest import side_effect_counts
-from tests.process.resilience_support import job, running_worker, wait_until
+from tests.support import factories
+from tests.support.workers import job, running_worker, wait_until
 from tests.tasks import hostile
 
 pytestmark = [pytest.mark.process, pytest.mark.usefixtures("side_effects")]

@@ -18,10 +18,10 @@ from accounts.tasks import send_signup_email
 from jobs.models import Job
 from jobs.states import State
 from notifications.models import DeliveryStatus, EmailDelivery
-from tests.accounts_support import unverified_user
 from tests.conftest import ROOT, subprocess_env
-from tests.mail import free_port, link_in
-from tests.process.resilience_support import running_worker, wait_until
+from tests.support.accounts import unverified_user
+from tests.support.mail import free_port, link_in
+from tests.support.workers import running_worker, wait_until
 
 pytestmark = [pytest.mark.process, pytest.mark.django_db(transaction=True)]
 

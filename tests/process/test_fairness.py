@@ -15,7 +15,7 @@ from django.db import connection, transaction
 from jobs.models import Job
 from jobs.states import State
 from tests.conftest import side_effect_counts
-from tests.process.resilience_support import job, running_worker, wait_until
+from tests.support.workers import job, running_worker, wait_until
 from tests.tasks import basic, hostile
 
 pytestmark = [pytest.mark.process, pytest.mark.usefixtures("side_effects")]

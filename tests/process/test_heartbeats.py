@@ -14,9 +14,9 @@ from django.db import transaction
 from jobs.models import Job, Worker
 from jobs.states import State
 from jobs.worker.db import connect
-from tests import factories
 from tests.conftest import side_effect_counts
-from tests.process.resilience_support import job, running_worker, wait_until
+from tests.support import factories
+from tests.support.workers import job, running_worker, wait_until
 from tests.tasks import hostile
 
 pytestmark = [pytest.mark.process, pytest.mark.usefixtures("side_effects")]

@@ -15,7 +15,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from jobs.models import Job
 from reports import uploads
 from reports.models import Customer, Import, ImportChunk
-from tests.process.resilience_support import running_worker, wait_until
+from tests.support.workers import running_worker, wait_until
 
 pytestmark = [pytest.mark.process, pytest.mark.django_db(transaction=True)]
 

@@ -17,7 +17,7 @@ from django.db import connection
 from jobs.states import State
 from tests.conftest import manage, subprocess_env
 from tests.process.pgproxy import PgProxy
-from tests.process.resilience_support import job, running_worker, wait_until
+from tests.support.workers import job, running_worker, wait_until
 from tests.tasks import hostile
 
 pytestmark = [pytest.mark.process, pytest.mark.usefixtures("side_effects")]

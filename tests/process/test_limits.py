@@ -21,7 +21,7 @@ from django.test.utils import override_settings
 from jobs import limits
 from jobs.models import Job, Limit
 from jobs.states import State
-from tests.process.resilience_support import running_worker, wait_until
+from tests.support.workers import running_worker, wait_until
 from tests.tasks import basic, limited
 
 pytestmark = [pytest.mark.process, pytest.mark.usefixtures("side_effects")]

@@ -24,11 +24,11 @@ from jobs import store
 from jobs.models import Job
 from jobs.observe import current_trace
 from jobs.states import State
-from tests import factories
 from tests.conftest import ROOT, subprocess_env
-from tests.mail import free_port
-from tests.process.resilience_support import running_worker, start_marked, wait_until
-from tests.servers import OtlpReceiver
+from tests.support import factories
+from tests.support.mail import free_port
+from tests.support.servers import OtlpReceiver
+from tests.support.workers import running_worker, start_marked, wait_until
 from tests.tasks import basic, observed
 
 pytestmark = [pytest.mark.process, pytest.mark.django_db(transaction=True)]

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import ROOT
-from tests.process.resilience_support import children_of, is_alive, job, running_worker, wait_until
+from tests.support.workers import children_of, is_alive, job, running_worker, wait_until
 
 pytestmark = [pytest.mark.process, pytest.mark.django_db(transaction=True)]
 

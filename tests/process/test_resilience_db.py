@@ -15,7 +15,7 @@ from django.db import connection
 
 from jobs.models import Job
 from tests.conftest import side_effect_counts
-from tests.process.resilience_support import running_worker, terminate_worker_connections, wait_until
+from tests.support.workers import running_worker, terminate_worker_connections, wait_until
 from tests.tasks import basic, resilience
 
 pytestmark = [pytest.mark.process, pytest.mark.usefixtures("side_effects")]

@@ -14,9 +14,9 @@ from jobs import store
 from jobs.models import Job
 from jobs.worker.db import Connection
 from jobs.worker.feeder import Feeder, Lane
-from tests import factories
 from tests.conftest import side_effect_counts
-from tests.process.resilience_support import (
+from tests.support import factories
+from tests.support.workers import (
     WorkerProcess,
     all_in_state,
     is_alive,

@@ -13,9 +13,9 @@ from django.db import transaction
 from jobs import store
 from jobs.worker.db import Connection
 from jobs.worker.feeder import Feeder
-from tests import factories
 from tests.conftest import side_effect_counts
-from tests.process.resilience_support import all_in_state, job, running_worker, wait_until
+from tests.support import factories
+from tests.support.workers import all_in_state, job, running_worker, wait_until
 from tests.tasks import basic, resilience
 
 pytestmark = [pytest.mark.process, pytest.mark.usefixtures("side_effects")]

@@ -11,7 +11,7 @@ import pytest
 from django.db import connection
 
 from jobs.models import Job
-from tests.process.resilience_support import running_worker, terminate_worker_connections, wait_until
+from tests.support.workers import running_worker, terminate_worker_connections, wait_until
 from tests.tasks import resilience
 
 pytestmark = pytest.mark.process

@@ -18,7 +18,7 @@ import pytest
 
 from jobs import store
 from jobs.worker.db import connect
-from tests.process.resilience_support import job, wait_until
+from tests.support.workers import job, wait_until
 from tests.tasks import basic, resilience
 
 pytestmark = [pytest.mark.process, pytest.mark.usefixtures("transactional_db")]

@@ -14,7 +14,7 @@ from django.db import connection
 
 from jobs.models import Worker
 from jobs.worker import registry
-from tests.process.resilience_support import job, running_worker, wait_until
+from tests.support.workers import job, running_worker, wait_until
 from tests.tasks import resilience
 
 pytestmark = [pytest.mark.process, pytest.mark.usefixtures("side_effects")]

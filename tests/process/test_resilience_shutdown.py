@@ -13,7 +13,7 @@ from django.db import transaction
 
 from jobs.models import Job
 from tests.conftest import side_effect_counts
-from tests.process.resilience_support import (
+from tests.support.workers import (
     all_in_state,
     is_alive,
     job,

@@ -15,7 +15,7 @@ import pytest
 from jobs.conf import jobs_settings
 from jobs.worker.config import WorkerConfig, parse_queues
 from jobs.worker.supervisor import Child, Supervisor
-from tests.process.resilience_support import is_alive, wait_until
+from tests.support.workers import is_alive, wait_until
 
 pytestmark = pytest.mark.process
 

@@ -14,7 +14,7 @@ from jobs.models import Job
 from jobs.models import Worker as WorkerRow
 from jobs.workflows import Workflow, chain, group, step
 from tests.conftest import side_effect_counts
-from tests.process.resilience_support import running_worker, start_marked, wait_until
+from tests.support.workers import running_worker, start_marked, wait_until
 from tests.tasks import workflows as t
 
 pytestmark = [pytest.mark.process, pytest.mark.usefixtures("side_effects")]

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import pytest
 
 from tests.conftest import ROOT, subprocess_env
-from tests.servers import Cluster, private_dir
+from tests.support.servers import Cluster, private_dir
 
 DBNAME = "jobqueue_replica_tier"
 SIDE_EFFECTS = (

@@ -15,8 +15,8 @@ from jobs import replica
 from jobs.models import Job
 from jobs.routers import ReplicaRouter
 from tests.conftest import manage, subprocess_env
-from tests.process.resilience_support import running_worker, wait_until
 from tests.replica.conftest import DBNAME, Replication
+from tests.support.workers import running_worker, wait_until
 
 pytestmark = pytest.mark.replica
 

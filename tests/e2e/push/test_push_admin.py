@@ -11,9 +11,9 @@ import pytest
 from playwright.sync_api import expect
 
 from notifications.push.models import Device, PushDelivery, PushNotification
-from tests.factories import run_due
-from tests.push.fake_apns import Answer
-from tests.push.fixtures import device
+from tests.support.factories import run_due
+from tests.support.push.fake_apns import Answer
+from tests.support.push.fixtures import device
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 

@@ -13,8 +13,8 @@ from jobs import store
 from jobs.models import Job
 from notifications.push import services
 from notifications.push.models import PushNotification
-from tests.factories import run_due
-from tests.push.fixtures import device
+from tests.support.factories import run_due
+from tests.support.push.fixtures import device
 
 pytestmark = pytest.mark.django_db
 

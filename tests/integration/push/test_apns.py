@@ -19,9 +19,9 @@ from notifications.push import services
 from notifications.push.models import DeliveryStatus, Device, PushDelivery, PushNotification
 from notifications.push.providers import get_backend
 from notifications.push.tasks import send_push
-from tests.push.fake_apns import Answer
-from tests.push.fixtures import delivery, device, job, run_push
-from tests.push.servers import APNS_KEY_ID, APNS_TEAM_ID, APNS_TOPIC
+from tests.support.push.fake_apns import Answer
+from tests.support.push.fixtures import delivery, device, job, run_push
+from tests.support.push.servers import APNS_KEY_ID, APNS_TEAM_ID, APNS_TOPIC
 
 pytestmark = pytest.mark.django_db
 

@@ -12,7 +12,7 @@ from django.test import Client, override_settings
 
 from accounts.services import create_api_token
 from notifications.push.models import Device
-from tests.push.fixtures import apns_token, fcm_token
+from tests.support.push.fixtures import apns_token, fcm_token
 
 pytestmark = pytest.mark.django_db
 

@@ -12,9 +12,9 @@ from django.utils import timezone
 from jobs.states import State
 from notifications.push import services
 from notifications.push.models import DeliveryStatus
-from tests.push.fake_fcm import GOOGLE_TOKEN_AUDIENCE, Answer
-from tests.push.fixtures import delivery, device, job, run_push
-from tests.push.servers import FCM_CLIENT_EMAIL, FCM_PROJECT
+from tests.support.push.fake_fcm import GOOGLE_TOKEN_AUDIENCE, Answer
+from tests.support.push.fixtures import delivery, device, job, run_push
+from tests.support.push.servers import FCM_CLIENT_EMAIL, FCM_PROJECT
 
 pytestmark = pytest.mark.django_db
 

@@ -15,10 +15,10 @@ from jobs.states import State
 from notifications.push import services
 from notifications.push.exceptions import InvalidNotification, PayloadTooLarge
 from notifications.push.models import DeliveryStatus, Device, PushDelivery, PushNotification
-from tests.factories import run_due
-from tests.push.fake_apns import Answer as APNsAnswer
-from tests.push.fake_fcm import Answer as FCMAnswer
-from tests.push.fixtures import device
+from tests.support.factories import run_due
+from tests.support.push.fake_apns import Answer as APNsAnswer
+from tests.support.push.fake_fcm import Answer as FCMAnswer
+from tests.support.push.fixtures import device
 
 pytestmark = pytest.mark.django_db
 

@@ -12,7 +12,7 @@ from jobs.models import Job
 from jobs.states import State
 from notifications.push import services
 from notifications.push.models import DeliveryStatus, Device, PushDelivery
-from tests.process.resilience_support import running_worker, wait_until
+from tests.support.workers import running_worker, wait_until
 
 pytestmark = [pytest.mark.process, pytest.mark.django_db(transaction=True)]
 

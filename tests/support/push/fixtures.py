@@ -14,7 +14,7 @@ from jobs.models import Job
 from notifications.push import services
 from notifications.push.models import Device, PushDelivery
 from notifications.push.providers import locmem, reset_backend
-from tests.factories import run_due
+from tests.support.factories import run_due
 
 from .fake_apns import FakeAPNs
 from .fake_fcm import FakeFCM
@@ -124,7 +124,7 @@ def device(user: Any, platform: str = "ios", **fields: Any) -> Device:
 
 
 def run_push(**kwargs: Any) -> list[dict[str, Any]]:
-    """Run the due jobs of the push queue in this process (tests.factories.run_due)."""
+    """Run the due jobs of the push queue in this process (tests.support.factories.run_due)."""
     return run_due(queues=("push",), **kwargs)
 
 

@@ -32,8 +32,8 @@ from django.conf import settings
 from django.db import connection
 from django.tasks import task
 
-from .backend import enqueue_many
-from .states import UNFINISHED
+from jobs.backend import enqueue_many
+from jobs.states import UNFINISHED
 
 ROOT = Path(__file__).resolve().parent.parent
 TICKS = os.sysconf("SC_CLK_TCK")

@@ -23,7 +23,7 @@ from django.conf import settings
 from django.db import connection
 from django.tasks import task
 
-from .backend import enqueue_many
+from jobs.backend import enqueue_many
 
 ROOT = Path(__file__).resolve().parent.parent
 

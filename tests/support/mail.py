@@ -21,7 +21,7 @@ import pytest
 from aiosmtpd.controller import Controller
 from django.test import override_settings
 
-from tests.process.resilience_support import wait_until
+from tests.support.workers import wait_until
 
 
 class _Handler:

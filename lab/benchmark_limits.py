@@ -12,9 +12,10 @@ from typing import Any
 
 from django.db import connection
 
-from .backend import enqueue_many
+from jobs.backend import enqueue_many
+from jobs.limits import LimitSpec, parse_rate, registry
+
 from .benchmark import ROOT, _count_workers, _finished, _truncate, _wait_for, _worker_env, noop, stamp
-from .limits import LimitSpec, parse_rate, registry
 
 
 def _limited(rate: str) -> Any:

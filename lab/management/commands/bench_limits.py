@@ -3,8 +3,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from jobs import benchmark, benchmark_limits
-from jobs.management.bench import add_force_option, require_bench_database
+from lab import benchmark, benchmark_limits
+from lab.management.bench import add_force_option, require_bench_database
 
 PARTS = ("drain", "rate", "pickup")
 

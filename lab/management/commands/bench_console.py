@@ -21,7 +21,7 @@ from django.test import Client
 from django.test.utils import override_settings
 
 from jobs import stats
-from jobs.management.bench import add_force_option, require_bench_database
+from lab.management.bench import add_force_option, require_bench_database
 
 FILL = """
 INSERT INTO jobs_job (id, task_path, queue_name, priority, state, args, kwargs, run_at, attempt,

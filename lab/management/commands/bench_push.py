@@ -2,8 +2,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from jobs.management.bench import add_force_option, require_bench_database
-from notifications.push import benchmark
+from lab import benchmark_push as benchmark
+from lab.management.bench import add_force_option, require_bench_database
 
 
 class Command(BaseCommand):

@@ -28,10 +28,9 @@ from django.test.utils import override_settings
 from django.utils import timezone
 
 from jobs.models import Job
-
-from . import uploads
-from .models import Import, ImportStatus
-from .tasks import build_report
+from reports import uploads
+from reports.models import Import, ImportStatus
+from reports.tasks import build_report
 
 ROOT = Path(__file__).resolve().parents[1]
 USERNAME = "bench-reports"

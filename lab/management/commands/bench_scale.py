@@ -20,8 +20,8 @@ from django.db import connection
 
 from jobs import store
 from jobs.backend import enqueue_many
-from jobs.benchmark import noop
 from jobs.worker.db import connect
+from lab.benchmark import noop
 
 CHUNK = 500_000
 

@@ -1,10 +1,10 @@
 """Pushes per second from real ``runworker --burst`` processes to a no-op APNs on loopback
-(``loopback.py``), with 1 and 2 executor processes: the cost of one push on our side.
+(``loopback_apns.py``), with 1 and 2 executor processes: the cost of one push on our side.
 
 Each run empties the push tables and the job table of a benchmark database, registers
 ``count`` iOS devices, fans one notification out to them (one bulk insert) and drains the
 push queue. The rate is deliveries divided by the time from the first claim to the last
-recorded outcome, as in ``jobs/benchmark.py``; the wall rate includes process start-up.
+recorded outcome, as in ``lab/benchmark.py``; the wall rate includes process start-up.
 """
 
 from __future__ import annotations
@@ -22,11 +22,12 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import connection
 
-from . import services
-from .loopback import LoopbackAPNs, write_credentials
-from .models import DeliveryStatus, Device, PushDelivery
+from notifications.push import services
+from notifications.push.models import DeliveryStatus, Device, PushDelivery
 
-ROOT = Path(__file__).resolve().parents[2]
+from .loopback_apns import LoopbackAPNs, write_credentials
+
+ROOT = Path(__file__).resolve().parents[1]
 USER_PREFIX = "bench-push-"
 DEVICES_PER_USER = 4
 

@@ -16,10 +16,10 @@ from collections.abc import Callable
 from django.db import connection, transaction
 from django.tasks import task
 
-from ..backend import enqueue_many
-from ..benchmark import ROOT, _worker_env, noop
-from .canvas import chord, group, step
-from .runs import Workflow
+from jobs.backend import enqueue_many
+from jobs.workflows import Workflow, chord, group, step
+
+from .benchmark import ROOT, _worker_env, noop
 
 
 @task

@@ -4,8 +4,8 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from jobs import benchmark
-from jobs.management.bench import add_force_option, require_bench_database
+from lab import benchmark
+from lab.management.bench import add_force_option, require_bench_database
 
 
 class Command(BaseCommand):

@@ -13,7 +13,7 @@ from django.test import Client
 from django.urls import reverse
 
 from accounts.models import Account
-from tests import factories
+from tests.support import factories
 
 PASSWORD = "a-long-and-unusual-passphrase-42"
 
@@ -70,4 +70,4 @@ def count_hashes() -> Any:
     """Settings under which every password hash is counted by CountingHasher."""
     from django.test import override_settings
 
-    return override_settings(PASSWORD_HASHERS=["tests.accounts_support.CountingHasher"])
+    return override_settings(PASSWORD_HASHERS=["tests.support.accounts.CountingHasher"])

@@ -4,7 +4,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connection
 
-from jobs.chaos import Drill
+from lab.chaos import Drill
 
 
 class Command(BaseCommand):

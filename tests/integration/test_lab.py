@@ -1,0 +1,57 @@
+"""The lab (benchmarks, the chaos drill, the fleet simulator) is not part of the product:
+production settings do not install it, JOBS_LAB=true does, and no product app imports it."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+
+import pytest
+
+from tests.conftest import ROOT, manage, subprocess_env
+
+LAB_COMMANDS = {
+    "benchmark", "chaos", "fleet", "bench_console", "bench_limits", "bench_metrics", "bench_push",
+    "bench_reports", "bench_scale", "bench_workflows",
+}  # fmt: skip
+PRODUCT = ["config", "jobs", "accounts", "notifications", "reports", "demos"]
+
+
+def commands(**env: str) -> set[str]:
+    """The command names ``manage.py help --commands`` lists with the project's own settings."""
+    environment = subprocess_env(DJANGO_SETTINGS_MODULE="config.settings", DEBUG="true")
+    environment.pop("JOBS_LAB", None)
+    environment.update(env)
+    process = manage("help", "--commands", env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    out, err = process.communicate(timeout=120)
+    assert process.returncode == 0, err
+    return set(out.split())
+
+
+@pytest.mark.django_db
+def test_production_settings_do_not_install_the_lab() -> None:
+    names = commands()
+    assert {"runworker", "runscheduler", "jobs"} <= names
+    assert not names & LAB_COMMANDS
+    assert not any(name.startswith("bench") for name in names)
+
+
+@pytest.mark.django_db
+def test_jobs_lab_true_installs_the_lab_commands() -> None:
+    assert commands(JOBS_LAB="true") >= LAB_COMMANDS
+
+
+def test_no_product_module_imports_the_lab() -> None:
+    offenders = []
+    for package in PRODUCT:
+        for path in (ROOT / package).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                    names = [node.module]
+                elif isinstance(node, ast.Import):
+                    names = [alias.name for alias in node.names]
+                else:
+                    continue
+                if any(name == "lab" or name.startswith("lab.") for name in names):
+                    offenders.append(str(path.relative_to(ROOT)))
+    assert offenders == []
