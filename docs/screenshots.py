@@ -15,8 +15,8 @@ import pytest
 from django.utils import timezone
 
 from jobs.models import Job
-from tests import factories
 from tests.e2e.conftest import admin_page, browser  # noqa: F401 (fixtures)
+from tests.support import factories
 
 IMAGES = Path(__file__).resolve().parent / "images"
 QUEUES = ("default", "email", "push", "low")
