@@ -152,7 +152,7 @@ class Job(models.Model):
         ]
         indexes = [
             # Parked on a concurrency limit: the next one of a key, woken when a running job
-            # of that key finishes (migration 0016_limit_parking).
+            # of that key finishes (jobs/sql/functions/jobs_limit_left_running.sql).
             models.Index(
                 "limit_name",
                 "limit_key",
@@ -280,7 +280,7 @@ class Limit(models.Model):
 
 class LimitState(models.Model):
     """Where one key of a limit stands, written only by the claim and by the trigger on job
-    state changes (migration 0010_limits), each under this row's lock:
+    state changes (jobs/sql/functions/jobs_limit_left_running.sql), each under this row's lock:
 
     * ``tat``: GCRA's theoretical arrival time, advanced by each job that starts, so the
       starts themselves never exceed the rate (plus burst) over any second;
@@ -557,7 +557,7 @@ class WorkflowStatus(models.TextChoices):
 
 class Workflow(models.Model):
     """One run of a canvas (chain, group, chord, signal waits). Its status is written only
-    by the workflow functions of migration 0012_workflows, under this row's lock, which
+    by the workflow functions (jobs/sql/functions/jobs_wf_*.sql), under this row's lock, which
     every advancement of the workflow takes first."""
 
     id = models.UUIDField(primary_key=True, default=uuid7, editable=False)

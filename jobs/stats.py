@@ -1,5 +1,5 @@
 """What the queues hold, read from the aggregates the job table's triggers keep
-(migration 0011_console), never by counting job rows: the dashboard, ``manage.py jobs stats``
+(jobs/sql/functions/jobs_count_*.sql), never by counting job rows: the dashboard, ``manage.py jobs stats``
 and the metrics endpoint all read these functions, at the same cost with ten jobs or ten
 million.
 
