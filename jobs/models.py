@@ -366,10 +366,6 @@ class ScheduleSource(models.TextChoices):
     CODE = "code", "Code / settings"
 
 
-# Schedulers LISTEN here; a schedule saved through the model wakes them on commit.
-SCHEDULES_CHANNEL = "jobs_schedules"
-
-
 class Schedule(models.Model):
     """A task that runs on a cron expression or a fixed interval (see jobs/scheduler/).
 
@@ -468,18 +464,12 @@ class Schedule(models.Model):
     def save(self, *args: Any, **kwargs: Any) -> None:
         """Save, bump the revision, and recompute the next fire time if the timing changed
         (a re-enabled schedule starts from now, it does not catch up the disabled time).
-        Running schedulers are woken by a notification sent when the transaction commits."""
-        from django.db import connections
-        from django.utils import timezone
-
-        from .scheduler.cron import InvalidTiming, Timing
+        Running schedulers are woken by a notification sent when the transaction commits
+        (jobs/scheduler/saving.py)."""
+        from .scheduler.saving import next_fire_at, wake_schedulers
 
         if self._timing() != getattr(self, "_loaded_timing", None):
-            try:
-                timing = Timing.parse(cron=self.cron, interval=self.interval_seconds, zone=self.time_zone)
-                self.next_fire_at = timing.next_after(timezone.now())
-            except InvalidTiming:
-                self.next_fire_at = None
+            self.next_fire_at = next_fire_at(self)
         if self._state.adding:
             self.revision = (self.revision or 0) + 1
         else:
@@ -494,8 +484,7 @@ class Schedule(models.Model):
             kwargs["update_fields"] = {*update_fields, "revision", "next_fire_at", "updated_at"}
         super().save(*args, **kwargs)
         self._loaded_timing = self._timing()
-        with connections[kwargs.get("using") or "default"].cursor() as cursor:
-            cursor.execute("SELECT pg_notify(%s, %s)", [SCHEDULES_CHANNEL, self.name])
+        wake_schedulers(name=self.name, using=kwargs.get("using") or "default")
 
 
 class FireOutcome(models.TextChoices):

@@ -31,11 +31,12 @@ from typing import Any
 from django.db import InterfaceError, OperationalError, connection
 
 from ..conf import JobsSettings, jobs_settings
-from ..models import SCHEDULES_CHANNEL, FireOutcome, Schedule
-from ..worker.db import CONNECTION_ERRORS, Connection, listen_libpq
+from ..db import CONNECTION_ERRORS, Connection, listen_libpq
+from ..models import FireOutcome, Schedule
 from .declared import sync_declared
 from .fire import advance, fire_slot, start_schedule
 from .plan import plan
+from .saving import SCHEDULES_CHANNEL
 from .validation import Checked, InvalidSchedule, check
 
 logger = logging.getLogger("jobs.scheduler")

@@ -21,7 +21,7 @@ from django.db import connection
 from jobs import store
 from jobs.backend import enqueue_many
 from jobs.benchmark import noop
-from jobs.worker.db import connect
+from jobs.db import connect
 
 CHUNK = 500_000
 

@@ -246,7 +246,7 @@ class Command(BaseCommand):
         self.stdout.write(f"deleted {deleted} finished job(s) older than {options['older_than']}")
 
     def do_enqueue(self, options: dict[str, Any]) -> None:
-        from jobs.backend import resolve_task
+        from jobs.registry import resolve_task
 
         args = parse_json(options["payload_args"], "args", list)
         kwargs = parse_json(options["payload_kwargs"], "kwargs", dict)
