@@ -57,7 +57,7 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     # The console's read views read the job tables from DATABASE_REPLICA_URL when it is set.
-    "jobs.replica.ReplicaReadsMiddleware",
+    "jobs.console.replica.ReplicaReadsMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     # API requests with "Authorization: Bearer <token>" act as the token's user.

@@ -653,7 +653,7 @@ class WorkflowSignal(models.Model):
         return f"{self.name} -> {self.workflow_id}"
 
 
-# --- The console (jobs/admin.py, jobs/dashboard.py, jobs/stats.py) ------------------------
+# --- The console (jobs/console/, jobs/stats.py) ------------------------------------------
 
 
 class PausedQueue(models.Model):

@@ -21,9 +21,9 @@ from django.http import HttpRequest
 from django.utils.html import format_html, format_html_join
 from django.utils.translation import ngettext
 
+from ..console.moments import deadline, moment
 from ..exceptions import JobsError
 from ..models import Catchup, FireRecord, Overlap, Schedule, ScheduleSource
-from ..moments import deadline, moment
 from .cron import InvalidTiming, zone_named
 from .fire import run_now
 from .validation import describe, schedule_errors, timing_of

@@ -26,7 +26,8 @@ from django.db import transaction
 from django.tasks.exceptions import InvalidTask
 from django.utils import timezone
 
-from jobs import console, stats, store
+from jobs import stats, store
+from jobs.console import changelist as console
 from jobs.exceptions import JobsError
 from jobs.limits import CONSOLE, InvalidLimit, LimitSpec
 from jobs.models import FINISHED_STATES, Job, Limit, LimitState

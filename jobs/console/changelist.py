@@ -25,10 +25,10 @@ from django.db.models.expressions import RawSQL
 from django.http import HttpRequest
 from django.utils import timezone
 
-from . import stats
-from .models import Job
+from .. import stats
+from ..models import Job
+from ..states import State
 from .moments import moment as moment
-from .states import State
 
 # The console's states: what each means as a filter on the job table.
 CONSOLE_STATES: dict[str, tuple[str, Q]] = {
