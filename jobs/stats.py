@@ -17,7 +17,7 @@ from typing import Any
 
 from django.db import connection
 
-from .worker.registry import EXPIRE_AFTER_SECONDS
+from .conf import WORKER_EXPIRE_AFTER_SECONDS as EXPIRE_AFTER_SECONDS
 
 # The buckets jobs.stats reports per queue (the finished ones but 'dead' are counted too,
 # for the console's estimates, but left out of the stats).

@@ -1,7 +1,7 @@
 """The operations console, in one room.
 
-``admin`` registers the job, worker and fire-record pages (and, by importing them, the
-limit, schedule and workflow pages); ``changelist`` is the job list at a million rows
+``admin`` registers the job, worker, fire-record and limit pages (jobs/admin.py adds the
+schedule and workflow pages of their subsystems); ``changelist`` is the job list at a million rows
 (filters, search, counts without COUNT); ``actions`` the permissioned, logged actions, each
 through jobs.store; ``history`` a job's runs across replays; ``dashboard`` the live page;
 ``limits`` the limits' page; ``moments`` how every page writes a time; ``replica`` the

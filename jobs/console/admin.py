@@ -25,9 +25,7 @@ from django.utils.text import Truncator
 
 from ..models import FINISHED_STATES, FireRecord, Job, PausedQueue, Worker
 from ..progress import view as progress_view
-from ..scheduler import admin as schedule_admin  # noqa: F401 - registers the schedule pages
 from ..states import State
-from ..workflows import admin as workflow_admin  # noqa: F401 - registers the workflow pages
 from . import changelist, history
 from . import limits as limit_admin  # noqa: F401 - registers the limit pages
 from .actions import CANCELLABLE, REPLAYABLE, JobActions

@@ -20,8 +20,8 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
 from .. import stats
+from ..conf import WORKER_EXPIRE_AFTER_SECONDS as EXPIRE_AFTER_SECONDS
 from ..models import Job, Worker
-from ..worker.registry import EXPIRE_AFTER_SECONDS
 from . import changelist
 
 REFRESH_SECONDS = 5
