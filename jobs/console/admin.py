@@ -12,7 +12,6 @@ from typing import Any
 from django.contrib import admin
 from django.contrib.admin.options import ActionLocation
 from django.contrib.admin.utils import unquote
-from django.db import connection
 from django.db.models import Exists, OuterRef, QuerySet
 from django.db.models.expressions import RawSQL
 from django.http import HttpRequest
@@ -23,6 +22,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import mark_safe
 from django.utils.text import Truncator
 
+from .. import selectors
 from ..models import FINISHED_STATES, FireRecord, Job, PausedQueue, Worker
 from ..progress import view as progress_view
 from ..states import State
@@ -49,12 +49,6 @@ def _progress_text(job: Job) -> str:
     if shown["percent"] is not None:
         text += f" ({shown['percent']} %)"
     return f"{text} · {shown['message']}" if shown["message"] else text
-
-
-def _paused() -> set[str]:
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT name FROM jobs_paused_queue")
-        return {name for (name,) in cursor.fetchall()}
 
 
 @admin.register(Job)
@@ -405,6 +399,6 @@ class WorkerAdmin(admin.ModelAdmin):
 
     @admin.display(description="queues")
     def queues_shown(self, worker: Worker) -> str:
-        paused = _paused()
+        paused = selectors.paused_queues()
         parts = [p.split(":")[0] for p in worker.queues.split(",") if p]
         return ", ".join(f"{name} (paused)" if name in paused else name for name in parts)

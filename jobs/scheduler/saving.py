@@ -11,13 +11,11 @@ from typing import TYPE_CHECKING
 from django.db import connections
 from django.utils import timezone
 
+from ..store import schedules
 from .cron import InvalidTiming, Timing
 
 if TYPE_CHECKING:
     from ..models import Schedule
-
-# Schedulers LISTEN here; a schedule saved through the model wakes them on commit.
-SCHEDULES_CHANNEL = "jobs_schedules"
 
 
 def next_fire_at(schedule: Schedule, *, now: datetime | None = None) -> datetime | None:
@@ -34,4 +32,4 @@ def wake_schedulers(*, name: str, using: str = "default") -> None:
     """NOTIFY the schedulers that schedule ``name`` changed; sent when the transaction
     commits, like the save it follows."""
     with connections[using].cursor() as cursor:
-        cursor.execute("SELECT pg_notify(%s, %s)", [SCHEDULES_CHANNEL, name])
+        schedules.notify_changed(cursor, name=name)
