@@ -24,7 +24,7 @@ from django.template.response import TemplateResponse
 from django.utils import timezone
 from django.utils.translation import ngettext
 
-from jobs.moments import moment_column
+from jobs.console.moments import moment_column
 
 from . import services
 from .models import Account, ApiToken

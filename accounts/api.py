@@ -17,11 +17,12 @@ from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
+from web.clientip import client_ip
+from web.jsonapi import BadBody, error, field_errors, read_json, too_many
+
 from . import services
-from .clientip import client_ip
 from .exceptions import CooldownActive
 from .forms import ResendForm, SignupForm
-from .jsonapi import BadBody, error, field_errors, read_json, too_many
 
 
 @csrf_exempt

@@ -5,7 +5,8 @@ bearer token, replaces ``request.user`` with the token's user. Every view that r
 ``request.user`` (the job status API's owner check among them) then sees the token holder.
 A request authenticated by a token carries no cookie a third-party page could make a
 browser send, so CSRF checks do not apply to it; a request with a bad token is anonymous
-and marked, so API views answer 401 rather than fall back to a session.
+and marked (``request.api_token`` is None: web.authentication.bearer_token_state), so API
+views answer 401 rather than fall back to a session.
 """
 
 from __future__ import annotations
@@ -15,10 +16,9 @@ from collections.abc import Callable
 from django.contrib.auth.models import AnonymousUser
 from django.http import HttpRequest, HttpResponse
 
-from . import selectors, services
+from web.authentication import API_PREFIX
 
-# Tokens authenticate API requests only; pages keep to sessions.
-API_PREFIX = "/api/"
+from . import selectors, services
 
 
 class BearerTokenMiddleware:
@@ -43,10 +43,3 @@ class BearerTokenMiddleware:
         # CsrfViewMiddleware honours this flag (its process_view runs after this).
         request._dont_enforce_csrf_checks = True  # type: ignore[attr-defined]
         services.touch_api_token(token=token)
-
-
-def bearer_token_state(request: HttpRequest) -> str:
-    """ "valid", "invalid" (a bearer header whose token is unknown or revoked) or "none"."""
-    if not hasattr(request, "api_token"):
-        return "none"
-    return "valid" if request.api_token is not None else "invalid"

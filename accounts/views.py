@@ -13,8 +13,9 @@ from django.shortcuts import redirect, render
 from django.urls import reverse_lazy
 from django.views.decorators.http import require_http_methods
 
+from web.clientip import client_ip
+
 from . import selectors, services
-from .clientip import client_ip
 from .exceptions import CooldownActive, InvalidVerificationLink
 from .forms import LoginForm, ResendForm, ResetPasswordForm, ResetRequestForm, SignupForm
 

@@ -54,7 +54,7 @@ MIDDLEWARE = [
     # First: the request's trace id (traceparent / X-Request-ID) and request metrics.
     "jobs.middleware.ObserveMiddleware",
     # Next: every error under /api/ answers JSON, whichever layer below made it.
-    "accounts.jsonapi.ApiErrorsMiddleware",
+    "web.jsonapi.ApiErrorsMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -62,7 +62,7 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     # The console's read views read the job tables from DATABASE_REPLICA_URL when it is set.
-    "jobs.replica.ReplicaReadsMiddleware",
+    "jobs.console.replica.ReplicaReadsMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     # API requests with "Authorization: Bearer <token>" act as the token's user.
@@ -312,7 +312,7 @@ AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"], "ip_address"]
 AXES_HANDLER = "accounts.lockout.LoginLockoutHandler"
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_TEMPLATE = "accounts/locked_out.html"
-AXES_CLIENT_IP_CALLABLE = "accounts.clientip.client_ip"
+AXES_CLIENT_IP_CALLABLE = "web.clientip.client_ip"
 # A username and its email address are the same account for the lockout.
 AXES_USERNAME_CALLABLE = "accounts.backends.lockout_username"
 

@@ -5,7 +5,7 @@ from django.views.generic import RedirectView
 
 from accounts import api as accounts_api
 from accounts import views as accounts_views
-from jobs import dashboard as jobs_dashboard
+from jobs.console import dashboard as jobs_dashboard
 from jobs.metrics import metrics_view
 from notifications.email import api as email_api
 from notifications.email import views as email_views

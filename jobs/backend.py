@@ -19,7 +19,6 @@ from django.tasks.backends.base import BaseTaskBackend
 from django.tasks.base import TASK_REFRESH_ATTRS, TaskError
 from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist
 from django.utils import timezone
-from django.utils.module_loading import import_string
 
 from . import limits, observe, otel, pooler, signals, store
 from .conf import MAX_LEASE_SECONDS, MIN_LEASE_SECONDS, JobsSettings, jobs_settings
@@ -30,6 +29,7 @@ from .models import Job, Limit
 from .ownership import MAX_OWNER_LENGTH, owner_key
 from .payloads import ArgumentCheck, dump_payload, stored_value, unstorable_text
 from .progress import view as progress_view
+from .registry import exception_classes, resolve_task
 from .retry import RetryPolicy
 from .states import TASK_STATUS, State
 
@@ -115,25 +115,6 @@ class JobTask(Task):
             entry if isinstance(entry, str) else f"{entry.__module__}.{entry.__qualname__}"
             for entry in self.non_retryable
         )
-
-
-def exception_classes(paths: Sequence[str], *, owner: str) -> tuple[type[BaseException], ...]:
-    """Import ``non_retryable`` dotted paths; BadTaskOptions says which one is wrong."""
-    return tuple(_exception_class(path, owner) for path in paths)
-
-
-def _exception_class(path: str, owner: str) -> type[BaseException]:
-    # A JobsError, so that a worker meeting a bad row sends the job to dead with this
-    # reason instead of crashing on it while deciding the job's outcome.
-    try:
-        found = import_string(path)
-    except Exception as exc:
-        raise BadTaskOptions(
-            f"non_retryable of {owner} names {path!r}, which cannot be imported: {exc!r}"
-        ) from exc
-    if not (isinstance(found, type) and issubclass(found, BaseException)):
-        raise BadTaskOptions(f"non_retryable of {owner} names {path!r}, which is not an exception class")
-    return found
 
 
 @dataclass(frozen=True, slots=True)
@@ -554,7 +535,7 @@ class PostgresBackend(BaseTaskBackend):
         """Prepared enqueues through a pooler in transaction mode fail or run another
         client's statement: a clear error instead, once per process (a database's pooler
         does not come and go while the process lives)."""
-        from .worker.db import connect
+        from .db import connect
 
         pooler.refuse_transaction_pooler(
             raw, lambda: connect(self.database, application_name="jobs-pooler-check")
@@ -609,7 +590,7 @@ class PostgresBackend(BaseTaskBackend):
         """Mark running jobs whose dedupe window has passed lapsed, committed at once on a
         connection of its own (see store.insert_jobs). Rows locked this moment (a
         heartbeat, an outcome) are skipped: insert_jobs tries again."""
-        from .worker.db import connect
+        from .db import connect
 
         with connect(self.database, application_name="jobs-enqueue") as side:
             side.execute(
@@ -669,21 +650,6 @@ def enqueue_many(task: Task, calls: Iterable[tuple[Sequence[Any], dict[str, Any]
     if not isinstance(backend, PostgresBackend):
         raise InvalidTask(f"bulk enqueue needs the Postgres backend, not {type(backend).__name__}")
     return backend.bulk_enqueue((task, args, kwargs) for args, kwargs in calls)
-
-
-def resolve_task(task_path: str) -> Task:
-    """The Task object a job names, or UnknownTask with the reason."""
-    from .exceptions import UnknownTask
-
-    try:
-        task = import_string(task_path)
-    except Exception as exc:
-        # Not only ImportError: a malformed path (".x") raises ValueError or TypeError, and a
-        # module may raise anything while it is imported. Either way the row cannot run.
-        raise UnknownTask(f"task {task_path!r} cannot be imported: {exc!r}") from exc
-    if not isinstance(task, Task):
-        raise UnknownTask(f"{task_path!r} is not a task (decorate it with @task)")
-    return task
 
 
 def check_payload(task_path: str, args: Any, kwargs: Any) -> None:

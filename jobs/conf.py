@@ -73,6 +73,9 @@ MAX_LEASE_SECONDS = 12 * 3600.0
 # interval later and a new housekeeper (fork, connect, extend) has half a lease left to
 # catch up. Below a second that is less time than a restart takes on a busy machine.
 MIN_LEASE_SECONDS = 1.0
+# A worker row not refreshed for this long belongs to a worker that is gone (the worker
+# registry expires it; the console and the stats stop counting it).
+WORKER_EXPIRE_AFTER_SECONDS = 120
 
 
 @cache

@@ -165,7 +165,7 @@ class Registry:
         with self.lock:
             if key in self.done:
                 return
-        from .worker.db import connect
+        from .db import connect
 
         with connect(database, application_name="jobs-limits") as conn:
             register(conn.cursor(), spec, source=source)

@@ -18,7 +18,6 @@ from collections.abc import Iterator
 from typing import Any
 
 from django.conf import settings
-from django.db import connection
 from django.http import HttpRequest, HttpResponse
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily
@@ -62,13 +61,6 @@ def queue_gauges() -> list[dict[str, Any]]:
     return [stats[name] for name in sorted(stats)]
 
 
-def workers_alive() -> int:
-    """``runworker`` processes whose registry row is fresh (dead ones' rows expire)."""
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT count(*) FROM jobs_worker")
-        return int(cursor.fetchone()[0])
-
-
 def _empty(queue: str) -> dict[str, Any]:
     return {"queue": queue, **dict.fromkeys(GAUGE_STATES, 0), "oldest_due_age_s": 0.0, "paused": False}
 
@@ -77,6 +69,8 @@ class QueueCollector:
     """The queue gauges, read when Prometheus scrapes."""
 
     def collect(self) -> Iterator[Any]:
+        from .selectors import workers_alive
+
         stats = queue_gauges()
         family = GaugeMetricFamily(
             f"{PREFIX}queue_jobs", "Jobs per queue and state.", labels=["queue", "state"]

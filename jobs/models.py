@@ -152,7 +152,7 @@ class Job(models.Model):
         ]
         indexes = [
             # Parked on a concurrency limit: the next one of a key, woken when a running job
-            # of that key finishes (migration 0016_limit_parking).
+            # of that key finishes (jobs/sql/functions/jobs_limit_left_running.sql).
             models.Index(
                 "limit_name",
                 "limit_key",
@@ -280,7 +280,7 @@ class Limit(models.Model):
 
 class LimitState(models.Model):
     """Where one key of a limit stands, written only by the claim and by the trigger on job
-    state changes (migration 0010_limits), each under this row's lock:
+    state changes (jobs/sql/functions/jobs_limit_left_running.sql), each under this row's lock:
 
     * ``tat``: GCRA's theoretical arrival time, advanced by each job that starts, so the
       starts themselves never exceed the rate (plus burst) over any second;
@@ -364,10 +364,6 @@ class ScheduleSource(models.TextChoices):
     DATABASE = "database", "Database (admin)"
     # Declared in code or settings (jobs.scheduler.declared) and synced at scheduler start.
     CODE = "code", "Code / settings"
-
-
-# Schedulers LISTEN here; a schedule saved through the model wakes them on commit.
-SCHEDULES_CHANNEL = "jobs_schedules"
 
 
 class Schedule(models.Model):
@@ -468,18 +464,12 @@ class Schedule(models.Model):
     def save(self, *args: Any, **kwargs: Any) -> None:
         """Save, bump the revision, and recompute the next fire time if the timing changed
         (a re-enabled schedule starts from now, it does not catch up the disabled time).
-        Running schedulers are woken by a notification sent when the transaction commits."""
-        from django.db import connections
-        from django.utils import timezone
-
-        from .scheduler.cron import InvalidTiming, Timing
+        Running schedulers are woken by a notification sent when the transaction commits
+        (jobs/scheduler/saving.py)."""
+        from .scheduler.saving import next_fire_at, wake_schedulers
 
         if self._timing() != getattr(self, "_loaded_timing", None):
-            try:
-                timing = Timing.parse(cron=self.cron, interval=self.interval_seconds, zone=self.time_zone)
-                self.next_fire_at = timing.next_after(timezone.now())
-            except InvalidTiming:
-                self.next_fire_at = None
+            self.next_fire_at = next_fire_at(self)
         if self._state.adding:
             self.revision = (self.revision or 0) + 1
         else:
@@ -494,8 +484,7 @@ class Schedule(models.Model):
             kwargs["update_fields"] = {*update_fields, "revision", "next_fire_at", "updated_at"}
         super().save(*args, **kwargs)
         self._loaded_timing = self._timing()
-        with connections[kwargs.get("using") or "default"].cursor() as cursor:
-            cursor.execute("SELECT pg_notify(%s, %s)", [SCHEDULES_CHANNEL, self.name])
+        wake_schedulers(name=self.name, using=kwargs.get("using") or "default")
 
 
 class FireOutcome(models.TextChoices):
@@ -557,7 +546,7 @@ class WorkflowStatus(models.TextChoices):
 
 class Workflow(models.Model):
     """One run of a canvas (chain, group, chord, signal waits). Its status is written only
-    by the workflow functions of migration 0012_workflows, under this row's lock, which
+    by the workflow functions (jobs/sql/functions/jobs_wf_*.sql), under this row's lock, which
     every advancement of the workflow takes first."""
 
     id = models.UUIDField(primary_key=True, default=uuid7, editable=False)
@@ -664,7 +653,7 @@ class WorkflowSignal(models.Model):
         return f"{self.name} -> {self.workflow_id}"
 
 
-# --- The console (jobs/admin.py, jobs/dashboard.py, jobs/stats.py) ------------------------
+# --- The console (jobs/console/, jobs/stats.py) ------------------------------------------
 
 
 class PausedQueue(models.Model):

@@ -1,5 +1,5 @@
 """The database router: the job tables are read from the replica inside the console's read
-views (jobs/replica.py); every write, every claim, the worker, sessions and users use the
+views (jobs/console/replica.py); every write, every claim, the worker, sessions and users use the
 primary. Other routers (a database per queue family, say) decide the rest: this one has no
 opinion outside the replica."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import replica
+from .console import replica
 
 
 class ReplicaRouter:

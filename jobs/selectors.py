@@ -1,7 +1,10 @@
 """Reads of the job table for views and tools."""
 
 import uuid
+from datetime import datetime
 from typing import Any
+
+from django.db import connection, connections
 
 from . import files
 from .models import Job
@@ -74,3 +77,31 @@ def job_file(*, job_id: uuid.UUID, viewer: Any) -> dict[str, Any] | None:
 
 def _iso(value: Any) -> str | None:
     return value.isoformat() if value is not None else None
+
+
+def paused_queues() -> set[str]:
+    """The names of the queues an operator paused."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT name FROM jobs_paused_queue")
+        return {name for (name,) in cursor.fetchall()}
+
+
+def recent_task_paths() -> list[str]:
+    """Tasks with attempts in the last day (jobs.stats' throughput, a small table)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT task_path FROM jobs_throughput GROUP BY 1 ORDER BY 1 LIMIT 200")
+        return [path for (path,) in cursor.fetchall()]
+
+
+def workers_alive() -> int:
+    """``runworker`` processes whose registry row is fresh (dead ones' rows expire)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM jobs_worker")
+        return int(cursor.fetchone()[0])
+
+
+def database_now(using: str = "default") -> datetime:
+    """The database's clock (invariant 6: it decides what is due)."""
+    with connections[using].cursor() as cursor:
+        cursor.execute("SELECT now()")
+        return cursor.fetchone()[0]

@@ -14,7 +14,7 @@ class State(models.TextChoices):
     # its chain, or every member of the group before it, has not succeeded. The claim never
     # looks at these rows; the statement that records the last input's success makes the
     # step 'queued' (or 'cancelled' when the workflow fails or is cancelled), in the same
-    # transaction (the trigger of migration 0012_workflows). A compensation waits here
+    # transaction (jobs/sql/functions/jobs_wf_job_finished.sql). A compensation waits here
     # until its workflow fails.
     WAITING = "waiting", "Waiting (workflow)"
     # Waiting for its time: a delayed job, or one waiting for its next retry or the end of

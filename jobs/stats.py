@@ -1,5 +1,5 @@
 """What the queues hold, read from the aggregates the job table's triggers keep
-(migration 0011_console), never by counting job rows: the dashboard, ``manage.py jobs stats``
+(jobs/sql/functions/jobs_count_*.sql), never by counting job rows: the dashboard, ``manage.py jobs stats``
 and the metrics endpoint all read these functions, at the same cost with ten jobs or ten
 million.
 
@@ -17,7 +17,7 @@ from typing import Any
 
 from django.db import connection
 
-from .worker.registry import EXPIRE_AFTER_SECONDS
+from .conf import WORKER_EXPIRE_AFTER_SECONDS as EXPIRE_AFTER_SECONDS
 
 # The buckets jobs.stats reports per queue (the finished ones but 'dead' are counted too,
 # for the console's estimates, but left out of the stats).

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from . import views
+from .console import views
 from .workflows import api as workflow_api
 
 app_name = "jobs"

@@ -1,6 +1,6 @@
 from django.contrib import admin
 
-from jobs.moments import moment_column
+from jobs.console.moments import moment_column
 
 from .models import Customer, Import
 

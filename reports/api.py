@@ -23,8 +23,8 @@ from django.middleware.csrf import CsrfViewMiddleware
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_GET, require_POST
 
-from accounts.authentication import bearer_token_state
-from accounts.jsonapi import BadBody, error, field_errors, read_json
+from web.authentication import bearer_token_state
+from web.jsonapi import BadBody, error, field_errors, read_json
 
 from . import reporting, selectors, uploads
 from .exceptions import BadReportRequest, BadUpload, ReportNotAllowed

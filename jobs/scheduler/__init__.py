@@ -2,7 +2,8 @@
 
 ``cron`` is the time math (and the DST policy), ``plan`` the catch-up policies, ``fire``
 the transaction that writes a fire record and its job, ``runner`` the process loop,
-``declared`` the schedules declared in code, ``validation`` the checks shared by the
+``declared`` the schedules declared in code, ``saving`` what a save of a schedule means
+to the scheduler (its next fire time, a wake-up), ``validation`` the checks shared by the
 console and the scheduler, ``admin`` the console pages. Names are loaded when first used,
 so an app that declares a schedule in ``ready()`` does not load the scheduler's process.
 """

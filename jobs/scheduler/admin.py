@@ -15,15 +15,16 @@ from datetime import UTC, datetime
 
 from django import forms
 from django.contrib import admin, messages
-from django.db import connection, models
+from django.db import models
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils.html import format_html, format_html_join
 from django.utils.translation import ngettext
 
+from .. import selectors
+from ..console.moments import deadline, moment
 from ..exceptions import JobsError
 from ..models import Catchup, FireRecord, Overlap, Schedule, ScheduleSource
-from ..moments import deadline, moment
 from .cron import InvalidTiming, zone_named
 from .fire import run_now
 from .validation import describe, schedule_errors, timing_of
@@ -62,12 +63,6 @@ def _local(when: datetime | None, zone_name: str, *, relative: bool = False, off
 def _again(seq: int) -> str:
     """Marks the second slot at one instant (after a spring-forward gap, see cron.py)."""
     return " (second slot at this instant)" if seq else ""
-
-
-def _database_now() -> datetime:
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT now()")
-        return cursor.fetchone()[0]
 
 
 class ScheduleForm(forms.ModelForm):
@@ -154,7 +149,7 @@ class ScheduleAdmin(admin.ModelAdmin):
         if obj.pk is None:
             return "Shown once the schedule is saved."
         try:
-            slots = timing_of(obj).upcoming(_database_now(), 5)
+            slots = timing_of(obj).upcoming(selectors.database_now(), 5)
         except InvalidTiming as exc:
             return f"Cannot be computed: {exc}"
         return format_html_join(

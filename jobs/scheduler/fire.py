@@ -18,7 +18,6 @@ import logging
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 from django.db import connection, transaction
 from django.db.models import Value
@@ -26,30 +25,11 @@ from django.db.models.functions import Greatest
 from django.tasks import Task
 
 from ..models import FireOutcome, Overlap, Schedule
+from ..store import schedules
 from .cron import Slot
 from .validation import check
 
 logger = logging.getLogger("jobs.scheduler")
-
-_CLAIM_SLOT = """
-INSERT INTO jobs_firerecord (schedule_id, slot, slot_seq, manual, outcome, fired_at)
-SELECT s.id, coalesce(%(slot)s, %(now)s, now()), %(seq)s, %(manual)s, 'enqueued', coalesce(%(now)s, now())
-FROM jobs_schedule s
-WHERE s.id = %(schedule)s
-  -- A schedule disabled or edited since this scheduler read it does not fire here.
-  AND (%(manual)s OR (s.enabled AND s.revision = %(revision)s))
-ON CONFLICT (schedule_id, slot, slot_seq) WHERE NOT manual DO NOTHING
-RETURNING id, slot
-"""
-
-# The most recent earlier run that has a job; a pruned job counts as finished.
-_PREVIOUS_RUN_UNFINISHED = """
-SELECT j.state IN ('queued', 'running')
-FROM (SELECT job_id FROM jobs_firerecord
-      WHERE schedule_id = %(schedule)s AND id <> %(record)s AND job_id IS NOT NULL
-      ORDER BY id DESC LIMIT 1) AS previous
-LEFT JOIN jobs_job j ON j.id = previous.job_id
-"""
 
 
 @dataclass(frozen=True)
@@ -75,18 +55,15 @@ def run_now(schedule: Schedule, *, now: datetime | None = None) -> Fired:
 
 def _fire(schedule: Schedule, task: Task, *, slot: Slot | None, manual: bool, now: datetime | None) -> Fired:
     with transaction.atomic(), connection.cursor() as cursor:
-        cursor.execute(
-            _CLAIM_SLOT,
-            {
-                "schedule": schedule.pk,
-                "slot": slot.at if slot else None,
-                "seq": slot.seq if slot else 0,
-                "manual": manual,
-                "now": now,
-                "revision": schedule.revision,
-            },
+        row = schedules.claim_slot(
+            cursor,
+            schedule_id=schedule.pk,
+            revision=schedule.revision,
+            slot_at=slot.at if slot else None,
+            seq=slot.seq if slot else 0,
+            manual=manual,
+            now=now,
         )
-        row = cursor.fetchone()
         if row is None:
             assert slot is not None
             return Fired(slot=slot, outcome="taken")
@@ -95,30 +72,19 @@ def _fire(schedule: Schedule, task: Task, *, slot: Slot | None, manual: bool, no
         if (
             not manual
             and schedule.overlap == Overlap.SKIP
-            and _previous_run_unfinished(cursor, schedule, record)
+            and schedules.previous_run_unfinished(cursor, schedule_id=schedule.pk, record=record)
         ):
-            cursor.execute(
-                "UPDATE jobs_firerecord SET outcome = %s WHERE id = %s", [FireOutcome.SKIPPED_OVERLAP, record]
-            )
+            schedules.set_fire_outcome(cursor, record=record, outcome=FireOutcome.SKIPPED_OVERLAP)
             return Fired(slot=slot, outcome=FireOutcome.SKIPPED_OVERLAP)
         # The backend inserts on this connection, inside this transaction (invariant 1).
         result = task.using(queue_name=schedule.queue_name, priority=schedule.priority).enqueue(
             *schedule.args, **schedule.kwargs
         )
         job_id = uuid.UUID(str(result.id))
-        cursor.execute("UPDATE jobs_firerecord SET job_id = %s WHERE id = %s", [job_id, record])
+        schedules.set_fire_job(cursor, record=record, job_id=job_id)
         if manual:
-            cursor.execute(
-                "UPDATE jobs_schedule SET last_fired_at = GREATEST(last_fired_at, %s) WHERE id = %s",
-                [slot.at, schedule.pk],
-            )
+            schedules.record_manual_fire(cursor, schedule_id=schedule.pk, at=slot.at)
     return Fired(slot=slot, outcome=FireOutcome.ENQUEUED, job_id=job_id)
-
-
-def _previous_run_unfinished(cursor: Any, schedule: Schedule, record: int) -> bool:
-    cursor.execute(_PREVIOUS_RUN_UNFINISHED, {"schedule": schedule.pk, "record": record})
-    row = cursor.fetchone()
-    return bool(row and row[0])
 
 
 def advance(schedule: Schedule, *, next_fire_at: datetime, last_fired_at: datetime | None) -> bool:
@@ -144,20 +110,5 @@ def start_schedule(schedule: Schedule, next_fire_at: datetime) -> datetime:
 def prune_fire_records(*, retention: float, now: datetime | None = None, batch: int = 5000) -> int:
     """Delete fire records older than ``retention`` seconds, except those whose job is still
     unfinished (the overlap rule looks at them). Returns the count."""
-    deleted = 0
     with connection.cursor() as cursor:
-        while True:
-            cursor.execute(
-                """
-                DELETE FROM jobs_firerecord WHERE id IN (
-                    SELECT f.id FROM jobs_firerecord f
-                    LEFT JOIN jobs_job j ON j.id = f.job_id
-                    WHERE f.fired_at < coalesce(%(now)s, now()) - %(seconds)s * interval '1 second'
-                      AND (j.id IS NULL OR j.state NOT IN ('queued', 'running'))
-                    LIMIT %(batch)s)
-                """,
-                {"now": now, "seconds": retention, "batch": batch},
-            )
-            deleted += cursor.rowcount
-            if cursor.rowcount < batch:
-                return deleted
+        return schedules.prune_fire_records(cursor, retention=retention, now=now, batch=batch)

@@ -30,9 +30,11 @@ from typing import Any
 
 from django.db import InterfaceError, OperationalError, connection
 
+from .. import selectors
 from ..conf import JobsSettings, jobs_settings
-from ..models import SCHEDULES_CHANNEL, FireOutcome, Schedule
-from ..worker.db import CONNECTION_ERRORS, Connection, listen_libpq
+from ..db import CONNECTION_ERRORS, Connection, listen_libpq
+from ..models import FireOutcome, Schedule
+from ..store.schedules import SCHEDULES_CHANNEL
 from .declared import sync_declared
 from .fire import advance, fire_slot, start_schedule
 from .plan import plan
@@ -131,9 +133,7 @@ class Scheduler:
         return wake
 
     def database_now(self) -> datetime:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT now()")
-            return cursor.fetchone()[0]
+        return selectors.database_now()
 
     def _handle(self, schedule: Schedule, checked: Checked, now: datetime) -> datetime | None:
         if schedule.next_fire_at is None:

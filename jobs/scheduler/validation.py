@@ -14,9 +14,9 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.tasks import Task
 
-from ..backend import resolve_task
 from ..conf import jobs_settings
 from ..exceptions import JobsError
+from ..registry import resolve_task
 from .cron import InvalidTiming, Timing, neither_or_both, zone_named
 
 if TYPE_CHECKING:

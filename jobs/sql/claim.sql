@@ -21,7 +21,7 @@
 --     has all its queued jobs parked at once (the candidates and the rest of the key's
 --     queue, `parked`): 'scheduled' with limit_wait 'concurrency', their due time kept and
 --     no time at which they come back, so no claim reads them again until a running job
---     of the key finishes and its trigger wakes the next (migration 0016_limit_parking).
+--     of the key finishes and its trigger wakes the next (sql/functions/jobs_limit_left_running.sql).
 --     A key with slots left after this claim's starts (a woken job that expired here, a
 --     raised limit) wakes as many parked jobs as it has slots (`woken`). Waiting work thus
 --     never stands in the queue ahead of work that can run;

@@ -9,7 +9,7 @@
 -- the workers asleep until their poll): there the wake-up is always sent, once per queue and
 -- transaction (PostgreSQL folds equal notifications of one transaction).
 --
--- The check, jobs_queue_has_due (migration 0014), reads the queue as it was before this
+-- The check, jobs_queue_has_due (sql/functions/), reads the queue as it was before this
 -- statement (the row the INSERT adds is not visible to it) and walks jobs_job_claimable for
 -- one entry whatever the statistics say. Planned here, it became a scan of the whole table
 -- on one analysed while empty (just after a TRUNCATE, or a VACUUM that emptied it), kept by

@@ -3,8 +3,8 @@
 --
 -- * a safety net for wake-ups: a key under a concurrency limit with a slot free, jobs
 --   parked on it and none of its jobs queued (no wake-up on its way) wakes as many parked
---   jobs as it has free slots. A release wakes the next job itself (the trigger of
---   migration 0016_limit_parking) and the claim passes the turn of a woken job that
+--   jobs as it has free slots. A release wakes the next job itself (the trigger
+--   sql/functions/jobs_limit_left_running.sql) and the claim passes the turn of a woken job that
 --   expired on; this catches what slips between, e.g. a woken job cancelled before it was
 --   claimed. A key whose limit has no concurrency any more (lifted, or gone) wakes its
 --   parked jobs, up to a batch a look.

@@ -13,7 +13,9 @@ promote; with ``limit_keys``, the housekeeper's look over the limits' keys), and
 ``operator`` (the console and tools: cancel, discard, replay, run now, prune,
 pause and resume a queue);
 and ``workflows`` (jobs.workflows: insert a workflow's rows, signal, cancel, time out waits,
-retry a step), whose advancing happens in the database functions of migration 0012.
+retry a step), whose advancing happens in the database functions of jobs/sql/functions/;
+and ``schedules`` (jobs.scheduler: a slot's fire record and its outcome, pruning old ones),
+imported as ``jobs.store.schedules``.
 """
 
 from .claims import (

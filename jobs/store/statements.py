@@ -1,10 +1,15 @@
-"""The SQL files behind the store, and the channel workers LISTEN on."""
+"""The SQL files behind the store, the database's own functions, and the channel workers
+LISTEN on."""
 
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 SQL_DIR = Path(__file__).resolve().parent.parent / "sql"
+# The current source of every plpgsql function and trigger, one function (with its trigger)
+# per file. Migrations load these files, so today's definition is read in one place; a
+# change to a file needs a new migration that loads it again (load_functions).
+FUNCTIONS_DIR = SQL_DIR / "functions"
 NOTIFY_CHANNEL = "jobs_queued"
 
 
@@ -12,6 +17,24 @@ NOTIFY_CHANNEL = "jobs_queued"
 def sql(name: str) -> str:
     """The statement in jobs/sql/<name>.sql."""
     return (SQL_DIR / f"{name}.sql").read_text()
+
+
+def function_names() -> list[str]:
+    """The functions defined in jobs/sql/functions/, by file name."""
+    return sorted(path.stem for path in FUNCTIONS_DIR.glob("*.sql"))
+
+
+def function_source(name: str) -> str:
+    """The current source of function ``name``: CREATE OR REPLACE FUNCTION, and its trigger
+    as CREATE OR REPLACE TRIGGER, so loading it again changes nothing."""
+    return (FUNCTIONS_DIR / f"{name}.sql").read_text()
+
+
+def load_functions(cursor: Any, names: list[str] | None = None) -> None:
+    """(Re)create the functions ``names`` (all of them by default) from their files. A plain
+    function may call one defined later in the list: plpgsql resolves calls when it runs."""
+    for name in names if names is not None else function_names():
+        cursor.execute(function_source(name))
 
 
 def execute(cursor: Any, statement: str, params: Any, *, prepare: bool) -> None:

@@ -1,6 +1,6 @@
 """Workflow writes: insert a workflow with its nodes and steps, signal, cancel, time out
 waits, retry a failed step. The advancing itself happens in the database, in the trigger
-and functions of migration 0012_workflows, in the transaction that records a step's outcome.
+and functions of jobs/sql/functions/jobs_wf_*.sql, in the transaction that records a step's outcome.
 """
 
 from __future__ import annotations

@@ -1,12 +1,12 @@
 """``{{ value|moment }}`` and ``{{ value|deadline }}``: dates in templates as the console
-writes them everywhere (jobs/moments.py)."""
+writes them everywhere (jobs/console/moments.py)."""
 
 from datetime import datetime
 
 from django import template
 from django.utils.safestring import SafeString
 
-from .. import moments
+from ..console import moments
 
 register = template.Library()
 

@@ -4,7 +4,7 @@ from typing import Any
 
 from django import template
 
-from .. import replica
+from ..console import replica
 
 register = template.Library()
 

@@ -1,6 +1,6 @@
 """The worker: a supervisor process, its housekeeper and its executor processes (see
 supervisor.py). Importing the package loads nothing heavy: the web and the scheduler import
-``jobs.worker.db`` and friends without the worker's process machinery."""
+``jobs.worker.config`` without the worker's process machinery."""
 
 from __future__ import annotations
 

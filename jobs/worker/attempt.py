@@ -29,11 +29,11 @@ from django.conf import settings
 from django.tasks import Task, TaskResult, TaskResultStatus
 
 from .. import signals
-from ..backend import exception_classes, resolve_task
 from ..exceptions import BadPayload, JobsError, TimeLimitExceeded, UnknownTask
 from ..observe import trace_id_of
 from ..payloads import ArgumentCheck, check_result, error_record, load_payload
 from ..progress import Sink, Tracker
+from ..registry import exception_classes, resolve_task
 from ..retry import RetryPolicy, decide
 from ..store import Claimed
 from .config import WorkerConfig

@@ -20,9 +20,9 @@ from typing import Any
 from django.db import connections
 
 from .. import observe, store
+from ..db import Connection
 from .attempt import Attempts
 from .config import WorkerConfig
-from .db import Connection
 from .feeder import ASYNC, INLINE, THREADS, Feeder, Lane
 from .lanes import AsyncLane, Context, InlineLane, ThreadLane
 from .metrics import MetricsTable, Publisher

@@ -47,11 +47,11 @@ from typing import Any
 import psycopg
 
 from .. import store
+from ..db import Connection, is_connection_lost
 from ..exceptions import BadReturnValue
 from ..progress import WRITE_INTERVAL
 from ..store import Claimed
 from .config import WorkerConfig
-from .db import Connection, is_connection_lost
 from .fairness import QueueShares
 from .metrics import Publisher
 

@@ -46,13 +46,13 @@ from typing import Any
 import psycopg
 
 from .. import stats, store
+from ..db import Connection, is_conflict, is_connection_lost, listen_libpq
 from ..payloads import error_record
 from ..retry import decide
 from ..store import workflows as workflow_store
 from . import registry
 from .attempt import policy_from_row
 from .config import WorkerConfig
-from .db import Connection, is_conflict, is_connection_lost, listen_libpq
 from .executor import die_with_parent, name_process
 from .metrics import MetricsTable, Publisher, WorkerCollector, serve
 from .slots import SlotTable

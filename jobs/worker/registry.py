@@ -13,11 +13,9 @@ import uuid
 from datetime import datetime
 from typing import Any
 
+from ..conf import WORKER_EXPIRE_AFTER_SECONDS as EXPIRE_AFTER_SECONDS
 from ..conf import jobs_settings
 from .config import WorkerConfig
-
-# A row not refreshed for this long belongs to a worker that is gone.
-EXPIRE_AFTER_SECONDS = 120
 
 
 def register(cursor: Any, worker_id: uuid.UUID, config: WorkerConfig) -> None:

@@ -8,7 +8,7 @@
 
 Steps are job rows the claim ignores ('waiting') until their inputs exist; the statement
 that records a step's outcome advances the workflow in the same transaction (the trigger of
-migration 0012_workflows). No coordinator process: the workers and their housekeeping (signal
+jobs/sql/functions/jobs_wf_*.sql). No coordinator process: the workers and their housekeeping (signal
 timeouts) do it all.
 """
 

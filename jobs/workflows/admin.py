@@ -20,9 +20,9 @@ from django.utils.html import format_html
 from django.utils.safestring import mark_safe
 from django.utils.translation import ngettext
 
+from ..console.moments import deadline, moment_column
 from ..exceptions import JobsError
 from ..models import Workflow as WorkflowRow
-from ..moments import deadline, moment_column
 from . import graph
 from .runs import Workflow, cancel, retry_step, send_signal
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 from django.utils.html import escape
 
-from ..moments import deadline
+from ..console.moments import deadline
 from .runs import NodeView
 
 BOX_W, BOX_H = 150, 40

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.contrib import admin
 from django.http import HttpRequest
 
-from jobs.moments import moment_column
+from jobs.console.moments import moment_column
 
 from .models import EmailDelivery
 

@@ -2,7 +2,7 @@
 
 Body: ``{"to": address, "template": name, "variables": {...}, "message_key": optional}``.
 Answers 202 ``{"job_id", "status": "queued", "trace_id"}``; 400 with ``fields`` errors;
-401/403 without valid credentials (see accounts.jsonapi); 409 ``{"error", "job_id"}`` when
+401/403 without valid credentials (see web.jsonapi); 409 ``{"error", "job_id"}`` when
 the caller used the same message_key within the dedupe window. The job belongs to the
 caller: ``GET /api/jobs/<job_id>`` with the same token shows its status and result.
 """
@@ -17,7 +17,7 @@ from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_POST
 
-from accounts.jsonapi import BadBody, api_caller, error, field_errors, read_json
+from web.jsonapi import BadBody, api_caller, error, field_errors, read_json
 
 from ..exceptions import BadVariables
 from . import catalog

@@ -17,7 +17,7 @@ from django.urls import reverse
 from django.utils.html import format_html
 from django.utils.translation import ngettext
 
-from jobs.moments import moment_column, moment_html
+from jobs.console.moments import moment_column, moment_html
 
 from . import selectors, services
 from .exceptions import InvalidNotification
@@ -37,7 +37,7 @@ def job_link(job_id: Any) -> str:
 
 
 def short_time(value: datetime | None) -> str:
-    """A time for list columns, as the console writes moments (jobs.moments)."""
+    """A time for list columns, as the console writes moments (jobs.console.moments)."""
     return moment_html(value)
 
 

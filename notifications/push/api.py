@@ -1,7 +1,7 @@
 """The devices API: ``POST /api/devices``, ``GET /api/devices``, ``DELETE /api/devices/<id>``.
 
 Whoever ``request.user`` is decides: a session login, or a valid ``Authorization: Bearer``
-token (accounts.authentication). Only a valid bearer token skips the CSRF check: any other
+token (accounts.authentication, web.authentication). Only a valid bearer token skips the CSRF check: any other
 Authorization header (HTTP basic, a bad token) leaves the session user in place, and a
 browser resends basic credentials on cross-site requests as it does cookies. Bodies must be
 ``application/json``, which no cross-site HTML form can send.
@@ -18,7 +18,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.middleware.csrf import CsrfViewMiddleware
 from django.views.decorators.csrf import csrf_exempt
 
-from accounts.authentication import bearer_token_state
+from web.authentication import bearer_token_state
 
 from . import selectors, services
 from .exceptions import InvalidDevice

@@ -17,9 +17,9 @@ from django.db import connection
 from django.utils import timezone
 
 from jobs import store
+from jobs.db import connect
 from jobs.models import Job
 from jobs.states import State
-from jobs.worker.db import connect
 from tests.support import factories
 from tests.tasks import basic
 

@@ -315,7 +315,7 @@ def test_editing_needs_its_own_permission(django_user_model) -> None:
 def test_replaying_everything_matching_the_filter_is_confirmed_with_the_count_and_capped(
     admin_client: Client, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from jobs import console_actions
+    from jobs.console import actions as console_actions
 
     monkeypatch.setattr(console_actions, "BULK_CAP", 5)
     factories.insert_finished(7, state=State.DEAD)

@@ -11,7 +11,7 @@ from django.test import Client
 from django.urls import reverse
 
 from jobs import store
-from jobs.console_history import exception_name, is_engine_file, split_traceback
+from jobs.console.history import exception_name, is_engine_file, split_traceback
 from jobs.models import Job
 from jobs.states import State
 from tests.support import factories

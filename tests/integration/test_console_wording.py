@@ -13,8 +13,8 @@ from django.urls import reverse
 from django.utils import timezone
 
 from demos.workflows import start_payment_approval
+from jobs.console.moments import deadline, moment
 from jobs.models import Worker
-from jobs.moments import deadline, moment
 from jobs.workflows.runs import Workflow
 from tests.support import factories
 

@@ -21,10 +21,10 @@ from django.utils import timezone
 
 from jobs import store
 from jobs.backend import JobResult, PostgresBackend
+from jobs.db import connect
 from jobs.exceptions import InvalidPayload
 from jobs.models import Job
 from jobs.states import State
-from jobs.worker.db import connect
 from tests.support import factories
 from tests.tasks import basic, engine
 

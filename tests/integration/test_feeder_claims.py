@@ -14,8 +14,8 @@ import pytest
 from django.test import override_settings
 
 from jobs import limits
+from jobs.db import Connection
 from jobs.models import LimitState
-from jobs.worker.db import Connection
 from jobs.worker.feeder import FLUSH_AFTER, RECHECKS, Feeder, Lane
 from tests.support import factories
 from tests.tasks import basic, limited

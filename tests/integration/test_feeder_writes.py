@@ -2,7 +2,7 @@
 that is not in it: a deadlock with another worker's statement (two executors finishing
 steps of two workflows take the workflows' row locks in opposite orders) or a
 serialization failure. The connection runs the same fenced batch again, on the same
-connection (jobs/worker/db.py: nothing was lost but a race); it must never reach the
+connection (jobs/db.py: nothing was lost but a race); it must never reach the
 one-by-one fallback, which records an outcome the database refuses as a dead job."""
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from collections.abc import Callable, Iterator
 import pytest
 from django.db import connection
 
+from jobs.db import Connection
 from jobs.models import Job
 from jobs.states import State
-from jobs.worker.db import Connection
 from jobs.worker.feeder import Feeder, Lane
 from tests.support import factories
 from tests.tasks import basic

@@ -13,8 +13,8 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import escape, strip_tags
 
+from jobs.console.moments import moment
 from jobs.models import FireRecord, Job, Schedule
-from jobs.moments import moment
 from jobs.scheduler.declared import sync_declared
 from tests.integration.test_scheduler_support import BEAT, make_schedule, utc
 

@@ -17,10 +17,10 @@ from django.db.models import F
 from django.utils import timezone
 
 from jobs import store
+from jobs.db import connect
 from jobs.exceptions import JobNotFound, TransitionNotAllowed
 from jobs.models import Job
 from jobs.states import TRANSITIONS, State
-from jobs.worker.db import connect
 from tests.support import factories
 from tests.tasks import basic
 

@@ -1,4 +1,4 @@
-"""The worker's own connection (jobs/worker/db.py) when PostgreSQL refuses a statement with
+"""The worker's own connection (jobs/db.py) when PostgreSQL refuses a statement with
 a deadlock or a serialization failure: nothing is wrong with the connection, so the
 statement runs again on it, and a caller that does not retry gets the error with the
 connection kept."""
@@ -11,7 +11,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from jobs.worker.db import Connection
+from jobs.db import Connection
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

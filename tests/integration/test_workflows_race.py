@@ -9,8 +9,8 @@ import uuid
 import pytest
 
 from jobs import store
+from jobs.db import connect
 from jobs.models import Job, Workflow, WorkflowNode
-from jobs.worker.db import connect
 from jobs.workflows import chord, group, step
 from tests.tasks import workflows as t
 

@@ -10,9 +10,9 @@ from collections import Counter
 import pytest
 from django.db.models import Count
 
+from jobs.db import connect
 from jobs.models import Job
 from jobs.states import State
-from jobs.worker.db import connect
 from tests.conftest import ROOT, manage, side_effect_counts, subprocess_env
 from tests.support import factories
 from tests.tasks import basic, engine

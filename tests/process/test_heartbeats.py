@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from django.db import transaction
 
+from jobs.db import connect
 from jobs.models import Job, Worker
 from jobs.states import State
-from jobs.worker.db import connect
 from tests.conftest import side_effect_counts
 from tests.support import factories
 from tests.support.workers import job, running_worker, wait_until

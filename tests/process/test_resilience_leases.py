@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from jobs import store
+from jobs.db import Connection
 from jobs.models import Job
-from jobs.worker.db import Connection
 from jobs.worker.feeder import Feeder, Lane
 from tests.conftest import side_effect_counts
 from tests.support import factories

@@ -11,7 +11,7 @@ import pytest
 from django.db import transaction
 
 from jobs import store
-from jobs.worker.db import Connection
+from jobs.db import Connection
 from jobs.worker.feeder import Feeder
 from tests.conftest import side_effect_counts
 from tests.support import factories

@@ -17,7 +17,7 @@ import psycopg
 import pytest
 
 from jobs import store
-from jobs.worker.db import connect
+from jobs.db import connect
 from tests.support.workers import job, wait_until
 from tests.tasks import basic, resilience
 

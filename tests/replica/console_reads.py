@@ -12,7 +12,7 @@ from django.contrib.auth import get_user_model
 from django.db import connections
 from django.test import Client
 
-from jobs import replica
+from jobs.console import replica
 from jobs.models import Job
 from tests.tasks import basic
 

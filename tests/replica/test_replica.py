@@ -1,4 +1,4 @@
-"""A streaming replica serves the console's read views (jobs/routers.py, jobs/replica.py)
+"""A streaming replica serves the console's read views (jobs/routers.py, jobs/console/replica.py)
 while writes and claims stay on the primary; a promoted replica takes the workers over."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from jobs import replica
+from jobs.console import replica
 from jobs.models import Job
 from jobs.routers import ReplicaRouter
 from tests.conftest import manage, subprocess_env

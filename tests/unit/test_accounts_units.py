@@ -7,7 +7,6 @@ from datetime import timedelta
 import pytest
 from django.test import RequestFactory, override_settings
 
-from accounts.clientip import client_ip
 from accounts.cooldowns import cooldown_key
 from accounts.durations import in_words
 from accounts.tokens import API_TOKEN_PREFIX, api_token_digest, new_api_token
@@ -15,6 +14,7 @@ from config.security import secret_key_problem
 from notifications.email import catalog
 from notifications.email.sending import message_id
 from notifications.exceptions import BadVariables, UnknownTemplate
+from web.clientip import client_ip
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""One way of writing moments across the console (jobs/moments.py)."""
+"""One way of writing moments across the console (jobs/console/moments.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from zoneinfo import ZoneInfo
 
 from django.test import override_settings
 
-from jobs.moments import deadline, moment, moment_html
+from jobs.console.moments import deadline, moment, moment_html
 
 NOW = datetime(2026, 12, 7, 3, 28, tzinfo=UTC)
 

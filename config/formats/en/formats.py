@@ -1,4 +1,4 @@
-"""Dates as the console writes them (jobs/moments.py): day, short month, year, 24-hour
+"""Dates as the console writes them (jobs/console/moments.py): day, short month, year, 24-hour
 time. Django uses these wherever it renders a date itself: read-only fields, the lists of
 apps that bring their own admin."""
 

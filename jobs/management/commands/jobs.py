@@ -26,7 +26,8 @@ from django.db import transaction
 from django.tasks.exceptions import InvalidTask
 from django.utils import timezone
 
-from jobs import console, stats, store
+from jobs import stats, store
+from jobs.console import changelist as console
 from jobs.exceptions import JobsError
 from jobs.limits import CONSOLE, InvalidLimit, LimitSpec
 from jobs.models import FINISHED_STATES, Job, Limit, LimitState
@@ -246,7 +247,7 @@ class Command(BaseCommand):
         self.stdout.write(f"deleted {deleted} finished job(s) older than {options['older_than']}")
 
     def do_enqueue(self, options: dict[str, Any]) -> None:
-        from jobs.backend import resolve_task
+        from jobs.registry import resolve_task
 
         args = parse_json(options["payload_args"], "args", list)
         kwargs = parse_json(options["payload_kwargs"], "kwargs", dict)

@@ -3,8 +3,8 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from jobs.conf import jobs_settings
+from jobs.db import EX_CONFIG, DatabaseRefused, refuse_unusable_database
 from jobs.scheduler import Scheduler, SchedulerConfig
-from jobs.worker.db import EX_CONFIG, DatabaseRefused, refuse_unusable_database
 
 
 class Command(BaseCommand):

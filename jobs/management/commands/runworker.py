@@ -117,7 +117,7 @@ class Command(BaseCommand):
             raise CommandError(
                 "--reload restarts a worker that runs until stopped; it cannot go with --burst"
             )
-        from jobs.worker.db import EX_CONFIG, DatabaseRefused, refuse_unusable_database
+        from jobs.db import EX_CONFIG, DatabaseRefused, refuse_unusable_database
 
         try:
             config = WorkerConfig.from_settings(

@@ -20,7 +20,7 @@ from django.db import connection
 
 from jobs import store
 from jobs.backend import enqueue_many
-from jobs.worker.db import connect
+from jobs.db import connect
 from lab.benchmark import noop
 
 CHUNK = 500_000

@@ -22,10 +22,11 @@ from django.utils.text import get_text_list
 from django.utils.translation import ngettext
 from django.views.decorators.http import require_POST
 
-from . import console, store
-from .exceptions import InvalidPayload, JobsError
-from .models import FINISHED_STATES, Job, PausedQueue
-from .states import State
+from .. import store
+from ..exceptions import InvalidPayload, JobsError
+from ..models import FINISHED_STATES, Job, PausedQueue
+from ..states import State
+from . import changelist
 
 # Jobs one bulk action (replay, cancel, discard) touches at most; the confirmation page
 # says how many match.
@@ -98,15 +99,15 @@ class JobActions:
         job = self.get_object(request, unquote(object_id))
         if job is None:
             raise Http404("no such job")
-        args_text = console.pretty_json(job.args)
-        kwargs_text = console.pretty_json(job.kwargs)
+        args_text = changelist.pretty_json(job.args)
+        kwargs_text = changelist.pretty_json(job.kwargs)
         problem = ""
         if request.method == "POST":
             args_text = request.POST.get("args", "")
             kwargs_text = request.POST.get("kwargs", "")
             try:
                 args, kwargs = _parse_payload(args_text, kwargs_text)
-                from .backend import check_payload
+                from ..backend import check_payload
 
                 check_payload(job.task_path, args, kwargs)
                 store.replay(job.id, args=args, kwargs=kwargs, by=request.user.get_username())

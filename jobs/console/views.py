@@ -5,7 +5,7 @@ import uuid
 from django.http import FileResponse, Http404, HttpRequest, JsonResponse
 from django.views.decorators.http import require_GET
 
-from . import files, selectors
+from .. import files, selectors
 
 
 @require_GET

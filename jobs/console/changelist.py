@@ -19,16 +19,15 @@ from typing import Any
 
 from django.contrib import admin
 from django.core.paginator import Paginator
-from django.db import connection
 from django.db.models import BooleanField, Q, QuerySet
 from django.db.models.expressions import RawSQL
 from django.http import HttpRequest
 from django.utils import timezone
 
-from . import stats
-from .models import Job
+from .. import selectors, stats
+from ..models import Job
+from ..states import State
 from .moments import moment as moment
-from .states import State
 
 # The console's states: what each means as a filter on the job table.
 CONSOLE_STATES: dict[str, tuple[str, Q]] = {
@@ -118,9 +117,7 @@ class QueueFilter(admin.SimpleListFilter):
 
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
         names = set(stats.counts())
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT name FROM jobs_paused_queue")
-            paused = {name for (name,) in cursor.fetchall()}
+        paused = selectors.paused_queues()
         return [(name, f"{name} (paused)" if name in paused else name) for name in sorted(names | paused)]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[Job]) -> QuerySet[Job]:
@@ -134,7 +131,7 @@ class TaskFilter(admin.SimpleListFilter):
     parameter_name = "task"
 
     def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
-        paths = task_paths()
+        paths = selectors.recent_task_paths()
         chosen = request.GET.get(self.parameter_name)
         # A filter without choices is not applied at all: keep the one asked for.
         if chosen and chosen not in paths:
@@ -143,13 +140,6 @@ class TaskFilter(admin.SimpleListFilter):
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[Job]) -> QuerySet[Job]:
         return queryset.filter(task_path=self.value()) if self.value() else queryset
-
-
-def task_paths() -> list[str]:
-    """Tasks with attempts in the last day (jobs.stats' throughput, a small table)."""
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT task_path FROM jobs_throughput GROUP BY 1 ORDER BY 1 LIMIT 200")
-        return [path for (path,) in cursor.fetchall()]
 
 
 class CreatedFilter(admin.SimpleListFilter):

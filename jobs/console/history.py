@@ -16,8 +16,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from . import console
-from .models import FINISHED_STATES, Job
+from ..models import FINISHED_STATES, Job
+from . import changelist
 
 # A frame's first line, as the traceback module writes it.
 _FRAME = re.compile(r'^  File "(?P<path>[^"]+)", line \d+, in ')
@@ -113,9 +113,9 @@ def history(job: Job, *, worker_name: Any) -> History:
                 replay=found.replays,
                 attempt=job.attempt,
                 worker=worker_name(str(job.worker_ids[-1]) if job.worker_ids else None),
-                started=console.moment(job.last_attempted_at),
-                ended=console.moment(end),
-                took=console.seconds(end - job.last_attempted_at) if end else "-",
+                started=changelist.moment(job.last_attempted_at),
+                ended=changelist.moment(end),
+                took=changelist.seconds(end - job.last_attempted_at) if end else "-",
                 outcome=str(job.state),
             )
         )
@@ -161,9 +161,9 @@ def is_engine_file(path: str) -> bool:
 
 @cache
 def _own_files() -> frozenset[str]:
-    """This package's modules as "/jobs/worker/attempt.py": a traceback from a worker
+    """The engine's modules (jobs/) as "/jobs/worker/attempt.py": a traceback from a worker
     installed elsewhere names them under another prefix."""
-    root = Path(__file__).resolve().parent
+    root = Path(__file__).resolve().parent.parent
     return frozenset(f"/{root.name}/{path.relative_to(root).as_posix()}" for path in root.rglob("*.py"))
 
 
@@ -176,7 +176,7 @@ def iso_moment(value: Any) -> str:
     if not value:
         return "-"
     try:
-        return console.moment(datetime.fromisoformat(str(value)))
+        return changelist.moment(datetime.fromisoformat(str(value)))
     except ValueError:
         return str(value)
 
@@ -185,7 +185,7 @@ def iso_duration(start: Any, end: Any) -> str:
     if not start or not end:
         return "-"
     try:
-        return console.seconds(datetime.fromisoformat(str(end)) - datetime.fromisoformat(str(start)))
+        return changelist.seconds(datetime.fromisoformat(str(end)) - datetime.fromisoformat(str(start)))
     except ValueError:
         return "-"
 

@@ -19,9 +19,10 @@ from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
-from . import console, stats
-from .models import Job, Worker
-from .worker.registry import EXPIRE_AFTER_SECONDS
+from .. import stats
+from ..conf import WORKER_EXPIRE_AFTER_SECONDS as EXPIRE_AFTER_SECONDS
+from ..models import Job, Worker
+from . import changelist
 
 REFRESH_SECONDS = 5
 
@@ -46,23 +47,23 @@ def view(request: HttpRequest) -> HttpResponse:
 def snapshot(*, now: datetime | None = None) -> dict[str, Any]:
     """Everything the dashboard shows, from the aggregates."""
     current = stats.queue_stats(now=now)
-    changelist = reverse("admin:jobs_job_changelist")
+    list_url = reverse("admin:jobs_job_changelist")
     queues = [
         {
             "name": name,
             **values,
-            "age": console.seconds(timedelta(seconds=values["oldest_due_age_s"]))
+            "age": changelist.seconds(timedelta(seconds=values["oldest_due_age_s"]))
             if values["oldest_due_age_s"] is not None
             else "-",
-            "list_url": f"{changelist}?{urlencode({'queue': name})}",
-            "dead_url": f"{changelist}?{urlencode({'queue': name, 'state': 'dead'})}",
+            "list_url": f"{list_url}?{urlencode({'queue': name})}",
+            "dead_url": f"{list_url}?{urlencode({'queue': name, 'state': 'dead'})}",
         }
         for name, values in current["queues"].items()
     ]
     hour = stats.throughput(since=timedelta(hours=1), step_minutes=1, now=now)
     day = stats.throughput(since=timedelta(days=1), step_minutes=15, now=now)
     failing = [
-        {**row, "url": f"{changelist}?{urlencode({'task': row['task'], 'state': 'dead'})}"}
+        {**row, "url": f"{list_url}?{urlencode({'task': row['task'], 'state': 'dead'})}"}
         for row in stats.top_failing(since=timedelta(hours=1), now=now)
     ]
     cutoff = (now or timezone.now()) - timedelta(seconds=EXPIRE_AFTER_SECONDS)
@@ -75,8 +76,8 @@ def snapshot(*, now: datetime | None = None) -> dict[str, Any]:
                 "name": f"{w.hostname}:{w.pid}",
                 "queues": ", ".join(part.split(":")[0] for part in w.queues.split(",") if part),
                 "running": running_on(w.jobs_in_hand, w.concurrency),
-                "heartbeat": console.seconds(moment - w.last_heartbeat_at) + " ago",
-                "started": console.moment(w.started_at, now=moment),
+                "heartbeat": changelist.seconds(moment - w.last_heartbeat_at) + " ago",
+                "started": changelist.moment(w.started_at, now=moment),
             }
             for w in workers
         ],
@@ -85,7 +86,7 @@ def snapshot(*, now: datetime | None = None) -> dict[str, Any]:
         "day_chart": chart(day, label="per 15 minutes"),
         "hour_totals": (sum(ok for _, ok, _ in hour), sum(bad for _, _, bad in hour)),
         "day_totals": (sum(ok for _, ok, _ in day), sum(bad for _, _, bad in day)),
-        "now": console.moment(moment, now=moment),
+        "now": changelist.moment(moment, now=moment),
     }
 
 

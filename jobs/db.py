@@ -1,7 +1,10 @@
-"""The worker's own database connections: autocommit psycopg, reconnect with backoff.
+"""Database connections outside Django's: autocommit psycopg, reconnect with backoff.
 
-Workers do not use Django's connection for queue work: they need autocommit, LISTEN, and
-control over reconnects. Handlers use Django's ORM as usual, on Django's connection.
+Workers and the scheduler do not use Django's connection for queue work: they need
+autocommit, LISTEN, and control over reconnects; the backend's bulk enqueue and the limits
+use ``connect`` too. It sits below the worker (jobs/worker imports it, never the reverse),
+so web code reaches it without the worker's package. Handlers use Django's ORM as usual, on
+Django's connection.
 """
 
 from __future__ import annotations
@@ -19,8 +22,8 @@ from django.conf import settings
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.types.json import set_json_loads
 
-from ..conf import jobs_settings
-from ..pooler import TransactionPooler, refuse_transaction_pooler
+from .conf import jobs_settings
+from .pooler import TransactionPooler, refuse_transaction_pooler
 
 logger = logging.getLogger("jobs.worker")
 
@@ -145,7 +148,7 @@ def refuse_unusable_database(database: str = "default") -> None:
                 raise DatabaseRefused(f"cannot use database {name!r}: {exc}") from exc
 
 
-_MIGRATIONS = Path(__file__).resolve().parent.parent / "migrations"
+_MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 
 
 def _missing_migration(conn: psycopg.Connection) -> str | None:

@@ -10,10 +10,10 @@ from django.db.models import Count, OuterRef, QuerySet, Subquery, Sum
 from django.http import HttpRequest
 from django.utils.translation import ngettext
 
-from . import store
-from .limits import CONSOLE
-from .models import Job, Limit, LimitState
-from .states import State
+from .. import store
+from ..limits import CONSOLE
+from ..models import Job, Limit, LimitState
+from ..states import State
 
 
 @admin.register(Limit)
