@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -17,7 +17,7 @@ def record_outcomes(
     cursor: Any,
     *,
     worker: uuid.UUID,
-    outcomes: Sequence[dict[str, Any]],
+    outcomes: Sequence[Mapping[str, Any]],
     started: Sequence[tuple[uuid.UUID | str, int]] = (),
     now: datetime | None = None,
     progress: Sequence[dict[str, Any]] = (),

@@ -38,6 +38,7 @@ from ..retry import RetryPolicy, decide
 from ..store import Claimed
 from .config import WorkerConfig
 from .metrics import OUTCOMES, Tally
+from .outcome import Outcome, dead
 
 logger = logging.getLogger("jobs.worker")
 # One line per finished attempt: succeeded, snoozed or waiting at INFO, retried at WARNING,
@@ -159,14 +160,13 @@ class Attempts:
 
     # --- after the handler ------------------------------------------------------------
 
-    def succeeded(self, begun: Begun, value: Any) -> dict[str, Any]:
+    def succeeded(self, begun: Begun, value: Any) -> Outcome:
         row = begun.row
         try:
             result = check_result(value)
         except JobsError as exc:
             return self.failed(row, exc, begun.started, begun=begun)
-        # The id stays a UUID: it becomes text once, in the batch's JSON (feeder.py).
-        outcome = {
+        outcome: Outcome = {
             "id": row.id, "attempt": row.attempt, "in_workflow": row.in_workflow, "state": "succeeded",
             "result": result,
         }  # fmt: skip
@@ -179,24 +179,18 @@ class Attempts:
 
     def failed(
         self, row: Claimed, error: BaseException, started: float, *, begun: Begun | None = None
-    ) -> dict[str, Any]:
+    ) -> Outcome:
         """The outcome of an attempt that raised ``error``; never raises itself."""
         try:
             return self._failed(row, error, started, begun)
         except BaseException as failure:
             logger.exception("event=outcome_error job=%s", row.id)
-            return {
-                "id": row.id,
-                "attempt": row.attempt,
-                "in_workflow": row.in_workflow,
-                "state": "dead",
-                "error": error_record(failure),
-            }
+            return dead(row.id, row.attempt, error_record(failure), in_workflow=row.in_workflow)
 
-    def _failed(
-        self, row: Claimed, error: BaseException, started: float, begun: Begun | None
-    ) -> dict[str, Any]:
-        outcome: dict[str, Any] = {"id": row.id, "attempt": row.attempt, "in_workflow": row.in_workflow}
+    def _failed(self, row: Claimed, error: BaseException, started: float, begun: Begun | None) -> Outcome:
+        outcome: Outcome = {
+            "id": row.id, "attempt": row.attempt, "in_workflow": row.in_workflow, "state": "dead",
+        }  # fmt: skip
         if begun is not None and begun.progress is not None and begun.progress.latest is not None:
             outcome["progress"] = begun.progress.latest
         if isinstance(error, UnknownTask):
@@ -204,12 +198,13 @@ class Attempts:
         if begun is None and isinstance(error, JobsError):
             # The row cannot run at all (a bad payload, bad options): retrying would fail
             # the same way.
-            outcome.update(state="dead", error=error_record(error))
+            outcome["error"] = error_record(error)
             self._log(row, started, "dead", error)
             return outcome
         policy = begun.policy if begun is not None else self.policy(row, None)
         decision = decide(error, attempt=row.attempt, policy=policy)
-        outcome.update(state=decision.state, delay=decision.delay)
+        outcome["state"] = decision.state
+        outcome["delay"] = decision.delay
         if decision.refund:
             outcome["refund"] = 1
         else:
@@ -225,9 +220,7 @@ class Attempts:
             _send_finished(begun, error=error)
         return outcome
 
-    def _unknown_task(
-        self, row: Claimed, error: UnknownTask, started: float, outcome: dict[str, Any]
-    ) -> dict[str, Any]:
+    def _unknown_task(self, row: Claimed, error: UnknownTask, started: float, outcome: Outcome) -> Outcome:
         # A deploy may be rolling out: a worker still on the old code meets a task only the
         # new code has. Wait for it with backoff (no attempt used) for a while, then dead.
         waited = max((datetime.now(UTC) - row.created_at).total_seconds(), 0.0)
@@ -235,10 +228,10 @@ class Attempts:
             # Half the time waited so far (1 s to 60 s, jittered): quick retries while a
             # deploy is likely under way, rarer ones as it gets less likely.
             delay = min(60.0, max(1.0, waited / 2)) * random.uniform(0.75, 1.0)
-            outcome.update(state="queued", delay=delay, refund=1, error=error_record(error))
+            outcome.update({"state": "queued", "delay": delay, "refund": 1, "error": error_record(error)})
             self._log(row, started, "waiting", error, "task not importable here yet")
             return outcome
-        outcome.update(state="dead", error=error_record(error))
+        outcome["error"] = error_record(error)
         self._log(row, started, "dead", error, f"task not importable for {waited:.0f}s")
         return outcome
 

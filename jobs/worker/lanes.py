@@ -36,7 +36,9 @@ from ..observe import current_trace
 from ..progress import JobContext
 from ..store import Claimed
 from .attempt import Attempts, Begun
-from .feeder import ASYNC, Feeder, Lane
+from .feeder import Feeder
+from .lane_rows import ASYNC, LaneRows
+from .outcome import Outcome
 from .slots import SlotTable
 
 logger = logging.getLogger("jobs.worker")
@@ -56,7 +58,7 @@ class Context:
     slots: SlotTable
 
 
-def begin_attempt(attempts: Attempts, row: Claimed, started: float) -> Begun | dict[str, Any]:
+def begin_attempt(attempts: Attempts, row: Claimed, started: float) -> Begun | Outcome:
     """Resolve and check ``row``: the Begun attempt, or its outcome if it cannot run.
     Never raises: whatever the import or the payload check raise (SystemExit included) is
     the attempt's outcome."""
@@ -66,7 +68,7 @@ def begin_attempt(attempts: Attempts, row: Claimed, started: float) -> Begun | d
         return attempts.failed(row, exc, started)
 
 
-def finish_attempt(attempts: Attempts, begun: Begun, call: Callable[[Begun], Any]) -> dict[str, Any]:
+def finish_attempt(attempts: Attempts, begun: Begun, call: Callable[[Begun], Any]) -> Outcome:
     """Call the handler with ``call``; its value or its error is the outcome. The handler
     runs in the job's trace: the jobs it enqueues join it (jobs/observe.py)."""
     trace = current_trace.set(begun.row.trace_id)
@@ -83,7 +85,7 @@ def finish_attempt(attempts: Attempts, begun: Begun, call: Callable[[Begun], Any
     return attempts.succeeded(begun, value)
 
 
-def run_attempt(attempts: Attempts, row: Claimed, started: float) -> dict[str, Any]:
+def run_attempt(attempts: Attempts, row: Claimed, started: float) -> Outcome:
     """One whole attempt in this thread, async handlers included (the tests' runner)."""
     begun = begin_attempt(attempts, row, started)
     if isinstance(begun, dict):
@@ -112,7 +114,7 @@ def _args(begun: Begun) -> list[Any]:
 class _BlockingLane:
     """Shared by the inline and thread lanes: one job at a time per thread."""
 
-    def __init__(self, ctx: Context, lane: Lane) -> None:
+    def __init__(self, ctx: Context, lane: LaneRows) -> None:
         self.ctx = ctx
         self.lane = lane
         self.has_async_lane = ASYNC in ctx.feeder.lanes
@@ -168,7 +170,7 @@ class _BlockingLane:
 class InlineLane(_BlockingLane):
     """Blocking handlers in the executor's main thread; soft limits by SIGALRM."""
 
-    def __init__(self, ctx: Context, lane: Lane) -> None:
+    def __init__(self, ctx: Context, lane: LaneRows) -> None:
         super().__init__(ctx, lane)
         self.in_handler = False
         signal.signal(signal.SIGALRM, self._on_soft_time_limit)
@@ -194,7 +196,7 @@ class InlineLane(_BlockingLane):
 class ThreadLane(_BlockingLane):
     """Blocking handlers on threads of their own, one lane entry each."""
 
-    def __init__(self, ctx: Context, lane: Lane) -> None:
+    def __init__(self, ctx: Context, lane: LaneRows) -> None:
         super().__init__(ctx, lane)
         self.guard = threading.Lock()
         # thread ident -> the (job id, attempt) it runs, for the soft limit.
@@ -246,7 +248,7 @@ class ThreadLane(_BlockingLane):
 class AsyncLane:
     """Async handlers, up to one per lane entry at once, on an event loop in its own thread."""
 
-    def __init__(self, ctx: Context, lane: Lane) -> None:
+    def __init__(self, ctx: Context, lane: LaneRows) -> None:
         self.ctx = ctx
         self.lane = lane
         self.free = list(reversed(lane.entries))
@@ -303,7 +305,7 @@ class AsyncLane:
         ctx.feeder.finished(self.lane, entry, outcome, time.monotonic() - started)
         self._fill()
 
-    async def _run_attempt(self, row: Claimed, started: float) -> dict[str, Any]:
+    async def _run_attempt(self, row: Claimed, started: float) -> Outcome:
         attempts = self.ctx.attempts
         begun = begin_attempt(attempts, row, started)
         if isinstance(begun, dict):
