@@ -11,6 +11,9 @@ the feeder's one lock (a condition variable):
 * handout.py: the claimed rows handed to the lanes (lane_rows.py), and given back;
 * outbox.py: outcomes, start marks and progress reports waiting to be written, and the
   writing of them.
+
+The claim stays here with the loop (past ~400 lines together): when to claim next (the
+rechecks, a rate's turn, the supervisor's hold, burst mode's end) is the loop's own state.
 """
 
 from __future__ import annotations
