@@ -45,18 +45,21 @@ def backoff(
     base: float,
     cap: float,
     jitter: bool = True,
+    spread: float = 0.5,
     rand: Callable[[], float] = random.random,
 ) -> float:
     """Seconds to wait after failed attempt number ``attempt`` (1-based).
 
     Exponential (base, 2*base, 4*base, ...) capped at ``cap``. With jitter the wait is drawn
-    uniformly from the upper half of that value ("equal jitter"): retries of jobs that
-    failed together spread out, yet never come back sooner than half the backoff.
+    uniformly from the top ``spread`` of that value; the default (0.5) is "equal jitter":
+    retries of jobs that failed together spread out, yet never come back sooner than half
+    the backoff. 1.0 is full jitter (anywhere from 0). The one copy of this arithmetic:
+    jobs/sql/reap.sql spells it in SQL, and a test holds the two together.
     """
     exponent = min(max(attempt - 1, 0), 62)
     delay = min(cap, base * (2**exponent))
     if jitter:
-        delay = delay / 2 + rand() * delay / 2
+        delay = delay * (1 - spread) + rand() * delay * spread
     return delay
 
 

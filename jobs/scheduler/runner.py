@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import random
 import select
 import signal
 import socket
@@ -34,6 +33,7 @@ from .. import selectors
 from ..conf import JobsSettings, jobs_settings
 from ..db import CONNECTION_ERRORS, Connection, listen_libpq
 from ..models import FireOutcome, Schedule
+from ..retry import backoff
 from ..store.schedules import SCHEDULES_CHANNEL
 from .declared import sync_declared
 from .fire import advance, fire_slot, start_schedule
@@ -244,7 +244,7 @@ class Scheduler:
                 failures = 0
             except DB_ERRORS as exc:
                 failures += 1
-                delay = min(5.0, 0.1 * 2 ** min(failures, 6)) * random.uniform(0.5, 1.0)
+                delay = backoff(failures + 1, base=0.1, cap=5.0)
                 logger.warning(
                     "event=db_unavailable scheduler=%s attempt=%d retry_in=%.2fs error=%r",
                     self.name,

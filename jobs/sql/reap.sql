@@ -1,5 +1,5 @@
 -- Take back running jobs whose worker is gone. {lost} is one of two conditions
--- (jobs/store/claims.py): leases that expired at least a grace period ago (any worker
+-- (jobs/store/leases.py): leases that expired at least a grace period ago (any worker
 -- may run this; SKIP LOCKED keeps two reapers apart, and the grace lets a heartbeat that
 -- had to retry past a row lock land first), or the jobs a dead executor of this worker
 -- left under its claim token. The re-check in the outer WHERE keeps a job that

@@ -7,40 +7,22 @@ own rows), a worker's dedicated autocommit connection for everything after the c
 Statements take ``now=None``; tests pass a time to move the database's clock without
 sleeping (invariant 6).
 
-Three modules by caller: ``enqueue`` (producers: INSERT or COPY on the caller's
-connection), ``claims`` (workers: claim, record outcomes, heartbeat, release, reap,
-promote; with ``limit_keys``, the housekeeper's look over the limits' keys), and
-``operator`` (the console and tools: cancel, discard, replay, run now, prune,
-pause and resume a queue);
-and ``workflows`` (jobs.workflows: insert a workflow's rows, signal, cancel, time out waits,
-retry a step), whose advancing happens in the database functions of jobs/sql/functions/;
-and ``schedules`` (jobs.scheduler: a slot's fire record and its outcome, pruning old ones),
-imported as ``jobs.store.schedules``.
+Modules by caller: ``enqueue`` (producers: INSERT or COPY on the caller's connection);
+for workers, ``claims`` (claim, promote), ``outcomes`` (record outcomes and progress,
+release), ``leases`` (heartbeat, reap) and ``limit_keys`` (the housekeeper's look over the
+limits' keys); ``operator`` (the console and tools: cancel, discard, replay, run now,
+prune, pause and resume a queue); and ``workflows`` (jobs.workflows: insert a workflow's
+rows, signal, cancel, time out waits, retry a step), whose advancing happens in the
+database functions of jobs/sql/functions/; and ``schedules`` (jobs.scheduler: a slot's fire
+record and its outcome, pruning old ones), imported as ``jobs.store.schedules``.
 """
 
-from .claims import (
-    LIMITS_DECLARED,
-    REAP_GRACE,
-    UNSTARTED_LEASE,
-    Beat,
-    Claimed,
-    Due,
-    Reaped,
-    cancelled_among,
-    claim,
-    extend_leases,
-    limits_declared,
-    next_due,
-    promote,
-    reap,
-    reap_token,
-    record_outcomes,
-    record_progress,
-    release,
-)
+from .claims import LIMITS_DECLARED, UNSTARTED_LEASE, Claimed, Due, claim, limits_declared, next_due, promote
 from .enqueue import COPY_THRESHOLD, NewJob, copy_jobs_as_made, insert_jobs
+from .leases import REAP_GRACE, Beat, Reaped, extend_leases, reap, reap_token
 from .limit_keys import Tended, tend_limit_keys
 from .operator import cancel, discard, limit_changed, pause_queue, prune, replay, resume_queue, run_now
+from .outcomes import cancelled_among, record_outcomes, record_progress, release
 from .statements import NOTIFY_CHANNEL, sql
 
 __all__ = [

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 import uuid
 from collections.abc import Callable, Generator, Iterable, Sequence
@@ -17,6 +18,7 @@ from psycopg.pq import TransactionStatus
 from psycopg.pq.abc import PGresult
 from psycopg.waiting import Ready, Wait
 
+from ..retry import backoff
 from .statements import NOTIFY_CHANNEL, execute, sql
 
 # Marks running dedupe holders lapsed on a connection of its own: (ids, now) -> None.
@@ -212,7 +214,7 @@ def _insert_many(
         pending = _resolve_dedupe_conflicts(cursor, conflicted, result, now, lapse)
         if pending:
             # A holder that was locked for a moment (its heartbeat, its outcome): again soon.
-            time.sleep(0.005 * 2**attempt)
+            time.sleep(backoff(attempt + 1, base=0.005, cap=math.inf, jitter=False))
     if pending:
         raise RuntimeError("dedupe conflicts did not settle after 5 rounds")
     return [result[i] for i in range(len(jobs))]

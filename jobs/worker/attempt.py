@@ -1,9 +1,17 @@
-"""One attempt of one job, whatever runs it: the task resolved, the payload checked, the
-handler called, and the outcome decided and logged.
+"""One attempt of one job, whatever runs it, as a pipeline (as Oban's executor reads):
 
-Shared by every lane of an executor (the inline handler, handler threads, the async loop;
-lanes.py) and by the tests' in-process runner. Nothing here touches the job table: the
-outcome is a dict that the executor's feeder writes, fenced, with others.
+* ``begin``: the task resolved, the payload decoded and checked against the handler
+  (``Attempts.begin``); a row that cannot run has its outcome here;
+* ``call``: the handler called the lane's way (inline, on a thread, on the event loop,
+  under its time limits: lanes.py), in the job's trace;
+* ``classify``: its value or its error becomes the ``Outcome`` (``Attempts.succeeded``,
+  ``Attempts.failed``: the retry policy decides), and the line and metrics are written
+  (joblog.py);
+* ``record``: the lane hands the outcome to the feeder, whose outbox writes it, fenced,
+  with others (outbox.py). Nothing here touches the job table.
+
+``perform`` is call then classify, ``run`` the whole of it in this thread. Shared by
+every lane of an executor and by the tests' in-process runner.
 
 The rules that keep a job from looping or losing its outcome live here:
 
@@ -20,32 +28,27 @@ from __future__ import annotations
 import inspect
 import logging
 import random
-import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from django.conf import settings
 from django.tasks import Task, TaskResult, TaskResultStatus
 
-from .. import signals
-from ..exceptions import BadPayload, JobsError, TimeLimitExceeded, UnknownTask
-from ..observe import trace_id_of
+from .. import otel, signals
+from ..exceptions import BadPayload, JobsError, UnknownTask
+from ..observe import current_trace
 from ..payloads import ArgumentCheck, check_result, error_record, load_payload
 from ..progress import Sink, Tracker
 from ..registry import exception_classes, resolve_task
 from ..retry import RetryPolicy, decide
 from ..store import Claimed
 from .config import WorkerConfig
-from .metrics import OUTCOMES, Tally
+from .joblog import JobLog, short
+from .metrics import Tally
+from .outcome import Outcome, dead
 
 logger = logging.getLogger("jobs.worker")
-# One line per finished attempt: succeeded, snoozed or waiting at INFO, retried at WARNING,
-# dead at ERROR. Its level is JOBS_JOB_LOG_LEVEL (settings.LOGGING): WARNING by default,
-# so failures show and successes do not (a line per job costs about half of a no-op
-# job's throughput); INFO shows every job (the default with DEBUG=true).
-job_logger = logging.getLogger("jobs.job")
-_LEVELS = {"dead": logging.ERROR, "retry": logging.WARNING}
 
 
 @dataclass(slots=True)
@@ -94,13 +97,10 @@ class Attempts:
     def __init__(self, config: WorkerConfig, *, token: Any, tally: Tally | None = None) -> None:
         self.config = config
         self.token = token
-        # The executor's metrics (jobs/worker/metrics.py), None when they are off.
-        self.tally = tally
-        # Per-job lines carry their facts as fields too (LOG_FORMAT=json).
-        self.json_logs = getattr(settings, "LOG_FORMAT", "text") == "json"
+        # Each finished attempt's line and metrics.
+        self.log = JobLog(tally)
         self.tasks: dict[str, TaskInfo] = {}
         self.policies: dict[tuple[Any, ...], RetryPolicy] = {}
-        self.jobs_done = 0
         # Where running attempts' progress reports go (the executor's feeder); None keeps
         # only the last one, which goes with the outcome.
         self.progress_sink: Sink | None = None
@@ -159,44 +159,37 @@ class Attempts:
 
     # --- after the handler ------------------------------------------------------------
 
-    def succeeded(self, begun: Begun, value: Any) -> dict[str, Any]:
+    def succeeded(self, begun: Begun, value: Any) -> Outcome:
         row = begun.row
         try:
             result = check_result(value)
         except JobsError as exc:
             return self.failed(row, exc, begun.started, begun=begun)
-        # The id stays a UUID: it becomes text once, in the batch's JSON (feeder.py).
-        outcome = {
+        outcome: Outcome = {
             "id": row.id, "attempt": row.attempt, "in_workflow": row.in_workflow, "state": "succeeded",
             "result": result,
         }  # fmt: skip
         if begun.progress is not None and begun.progress.latest is not None:
             outcome["progress"] = begun.progress.latest
-        self._log(row, begun.started, "succeeded")
+        self.log.finished(row, begun.started, "succeeded")
         if begun.running is not None and signals.observed(signals.task_finished):
             _send_finished(begun, value=value)
         return outcome
 
     def failed(
         self, row: Claimed, error: BaseException, started: float, *, begun: Begun | None = None
-    ) -> dict[str, Any]:
+    ) -> Outcome:
         """The outcome of an attempt that raised ``error``; never raises itself."""
         try:
             return self._failed(row, error, started, begun)
         except BaseException as failure:
             logger.exception("event=outcome_error job=%s", row.id)
-            return {
-                "id": row.id,
-                "attempt": row.attempt,
-                "in_workflow": row.in_workflow,
-                "state": "dead",
-                "error": error_record(failure),
-            }
+            return dead(row.id, row.attempt, error_record(failure), in_workflow=row.in_workflow)
 
-    def _failed(
-        self, row: Claimed, error: BaseException, started: float, begun: Begun | None
-    ) -> dict[str, Any]:
-        outcome: dict[str, Any] = {"id": row.id, "attempt": row.attempt, "in_workflow": row.in_workflow}
+    def _failed(self, row: Claimed, error: BaseException, started: float, begun: Begun | None) -> Outcome:
+        outcome: Outcome = {
+            "id": row.id, "attempt": row.attempt, "in_workflow": row.in_workflow, "state": "dead",
+        }  # fmt: skip
         if begun is not None and begun.progress is not None and begun.progress.latest is not None:
             outcome["progress"] = begun.progress.latest
         if isinstance(error, UnknownTask):
@@ -204,18 +197,19 @@ class Attempts:
         if begun is None and isinstance(error, JobsError):
             # The row cannot run at all (a bad payload, bad options): retrying would fail
             # the same way.
-            outcome.update(state="dead", error=error_record(error))
-            self._log(row, started, "dead", error)
+            outcome["error"] = error_record(error)
+            self.log.finished(row, started, "dead", error)
             return outcome
         policy = begun.policy if begun is not None else self.policy(row, None)
         decision = decide(error, attempt=row.attempt, policy=policy)
-        outcome.update(state=decision.state, delay=decision.delay)
+        outcome["state"] = decision.state
+        outcome["delay"] = decision.delay
         if decision.refund:
             outcome["refund"] = 1
         else:
             outcome["error"] = error_record(error)
         label = "snoozed" if decision.refund else ("retry" if decision.state == "queued" else "dead")
-        self._log(row, started, label, error, decision.reason)
+        self.log.finished(row, started, label, error, decision.reason)
         if (
             decision.state == "dead"
             and begun is not None
@@ -225,9 +219,7 @@ class Attempts:
             _send_finished(begun, error=error)
         return outcome
 
-    def _unknown_task(
-        self, row: Claimed, error: UnknownTask, started: float, outcome: dict[str, Any]
-    ) -> dict[str, Any]:
+    def _unknown_task(self, row: Claimed, error: UnknownTask, started: float, outcome: Outcome) -> Outcome:
         # A deploy may be rolling out: a worker still on the old code meets a task only the
         # new code has. Wait for it with backoff (no attempt used) for a while, then dead.
         waited = max((datetime.now(UTC) - row.created_at).total_seconds(), 0.0)
@@ -235,62 +227,51 @@ class Attempts:
             # Half the time waited so far (1 s to 60 s, jittered): quick retries while a
             # deploy is likely under way, rarer ones as it gets less likely.
             delay = min(60.0, max(1.0, waited / 2)) * random.uniform(0.75, 1.0)
-            outcome.update(state="queued", delay=delay, refund=1, error=error_record(error))
-            self._log(row, started, "waiting", error, "task not importable here yet")
+            outcome.update({"state": "queued", "delay": delay, "refund": 1, "error": error_record(error)})
+            self.log.finished(row, started, "waiting", error, "task not importable here yet")
             return outcome
-        outcome.update(state="dead", error=error_record(error))
-        self._log(row, started, "dead", error, f"task not importable for {waited:.0f}s")
+        outcome["error"] = error_record(error)
+        self.log.finished(row, started, "dead", error, f"task not importable for {waited:.0f}s")
         return outcome
 
-    # --- the log line -----------------------------------------------------------------
 
-    def _log(
-        self, row: Claimed, started: float, outcome: str, error: BaseException | None = None, reason: str = ""
-    ) -> None:
-        self.jobs_done += 1
-        duration = time.monotonic() - started
-        if self.tally is not None:
-            # A hard limit that cancelled a coroutine counts as one that killed a process.
-            label = "time_limit" if isinstance(error, TimeLimitExceeded) else OUTCOMES[outcome]
-            self.tally.attempt(row.task_path, row.queue_name, label, duration, row.waited)
-        level = _LEVELS.get(outcome, logging.INFO)
-        if not job_logger.isEnabledFor(level):
-            return
-        trace_id = trace_id_of(row.trace_id)
-        line = (
-            f"job={row.id} task={row.task_path} queue={row.queue_name} "
-            f"attempt={row.attempt}/{row.max_attempts} duration_ms={duration * 1000:.1f} "
-            f"outcome={outcome} trace_id={trace_id}"
-        )
-        if error is not None:
-            line += f" error={type(error).__name__}: {_short(error)!r}"
-        if reason:
-            line += f" reason={reason!r}"
-        if not self.json_logs:
-            _emit(level, line)
-            return
-        # The same facts as fields, for LOG_FORMAT=json (jobs/logs.py).
-        fields = {
-            "event": "job_finished",
-            "job_id": str(row.id),
-            "task": row.task_path,
-            "queue": row.queue_name,
-            "attempt": row.attempt,
-            "max_attempts": row.max_attempts,
-            "trace_id": trace_id,
-            "duration_ms": round(duration * 1000, 3),
-            "outcome": outcome,
-        }
-        if error is not None:
-            fields["error_type"] = type(error).__name__
-        _emit(level, line, fields)
+# --- the pipeline: begin -> call -> classify; the lane then records the outcome -------------
 
 
-def _emit(level: int, line: str, fields: dict[str, Any] | None = None) -> None:
-    """Log the per-job line. Its caller is known (Attempts._log): logging's walk up the
-    stack to find it, a fifth of the line's cost, is skipped."""
-    record = job_logger.makeRecord(job_logger.name, level, __file__, 0, line, (), None, "_log", fields)
-    job_logger.handle(record)
+def begin(attempts: Attempts, row: Claimed, started: float) -> Begun | Outcome:
+    """Resolve and check ``row``: the Begun attempt, or its outcome if it cannot run.
+    Never raises: whatever the import or the payload check raise (SystemExit included) is
+    the attempt's outcome."""
+    try:
+        return attempts.begin(row, started)
+    except BaseException as exc:  # noqa: BLE001 - the attempt's outcome, whatever it is
+        return attempts.failed(row, exc, started)
+
+
+def perform(attempts: Attempts, begun: Begun, call: Callable[[Begun], Any]) -> Outcome:
+    """Call the handler with ``call`` (the lane's way: inline, in a thread, under its
+    limits), then classify: its value or its error is the outcome. The handler runs in the
+    job's trace: the jobs it enqueues join it (jobs/observe.py)."""
+    trace = current_trace.set(begun.row.trace_id)
+    try:
+        if otel.enabled():
+            with otel.attempt_span(begun.row):
+                value = call(begun)
+        else:
+            value = call(begun)
+    except BaseException as exc:  # noqa: BLE001 - the attempt's outcome, whatever it is
+        return attempts.failed(begun.row, exc, begun.started, begun=begun)
+    finally:
+        current_trace.reset(trace)
+    return attempts.succeeded(begun, value)
+
+
+def run(attempts: Attempts, row: Claimed, started: float, call: Callable[[Begun], Any]) -> Outcome:
+    """One whole attempt: begin, then call and classify."""
+    begun = begin(attempts, row, started)
+    if isinstance(begun, dict):
+        return begun
+    return perform(attempts, begun, call)
 
 
 def policy_from_row(
@@ -314,13 +295,6 @@ def policy_from_row(
         jitter=True if jitter is None else jitter,
         non_retryable=exception_classes(non_retryable or (), owner=task_path),
     )
-
-
-def _short(error: BaseException) -> str:
-    try:
-        return str(error)[:200]
-    except BaseException:  # noqa: BLE001 - a log line must not fail on a bad __str__
-        return f"<{type(error).__name__}>"
 
 
 def _decode(args: Any, kwargs: Any) -> tuple[list[Any], dict[str, Any]]:
@@ -364,7 +338,7 @@ def _send_robust(signal: Any, task: Task, running: TaskResult) -> None:
             logger.error(
                 "event=signal_receiver_failed signal=task_started receiver=%r error=%r",
                 receiver,
-                _short(response),
+                short(response),
             )
 
 
@@ -379,7 +353,7 @@ def _send_finished(begun: Begun, *, value: Any = None, error: BaseException | No
                     "event=signal_receiver_failed signal=task_finished job=%s receiver=%r error=%r",
                     begun.row.id,
                     receiver,
-                    _short(response),
+                    short(response),
                 )
     except Exception:
         logger.exception("event=signal_failed signal=task_finished job=%s", begun.row.id)

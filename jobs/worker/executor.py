@@ -23,7 +23,8 @@ from .. import observe, store
 from ..db import Connection
 from .attempt import Attempts
 from .config import WorkerConfig
-from .feeder import ASYNC, INLINE, THREADS, Feeder, Lane
+from .feeder import Feeder
+from .lane_rows import ASYNC, INLINE, THREADS, LaneRows
 from .lanes import AsyncLane, Context, InlineLane, ThreadLane
 from .metrics import MetricsTable, Publisher
 from .slots import SlotTable
@@ -60,13 +61,13 @@ class Executor:
         self.wake_w = wake_w
         threads = config.threads
         entries = list(range(config.slot_entries))
-        lanes: dict[str, Lane] = {}
+        lanes: dict[str, LaneRows] = {}
         if threads:
-            lanes[THREADS] = Lane(THREADS, entries[:threads])
+            lanes[THREADS] = LaneRows(THREADS, entries[:threads])
         else:
-            lanes[INLINE] = Lane(INLINE, entries[:1])
+            lanes[INLINE] = LaneRows(INLINE, entries[:1])
         if config.async_concurrency:
-            lanes[ASYNC] = Lane(ASYNC, entries[max(1, threads) :])
+            lanes[ASYNC] = LaneRows(ASYNC, entries[max(1, threads) :])
         self.connected_before = False
         self.db = Connection(
             config.database,

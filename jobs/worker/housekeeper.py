@@ -55,6 +55,7 @@ from .attempt import policy_from_row
 from .config import WorkerConfig
 from .executor import die_with_parent, name_process
 from .metrics import MetricsTable, Publisher, WorkerCollector, serve
+from .outcome import Outcome
 from .slots import SlotTable
 
 logger = logging.getLogger("jobs.worker")
@@ -529,7 +530,7 @@ class Housekeeper:
                 backoff_cap=None, jitter=None, non_retryable=[],
             )  # fmt: skip
         decision = decide(_Failure(error["message"]), attempt=attempt, policy=policy)
-        outcome = {
+        outcome: Outcome = {
             "id": str(job_id),
             "attempt": attempt,
             "state": decision.state,

@@ -23,7 +23,6 @@ import logging
 import signal
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,8 +34,11 @@ from ..exceptions import SoftTimeLimitExceeded, TimeLimitExceeded
 from ..observe import current_trace
 from ..progress import JobContext
 from ..store import Claimed
+from . import attempt
 from .attempt import Attempts, Begun
-from .feeder import ASYNC, Feeder, Lane
+from .feeder import Feeder
+from .lane_rows import ASYNC, LaneRows
+from .outcome import Outcome
 from .slots import SlotTable
 
 logger = logging.getLogger("jobs.worker")
@@ -56,39 +58,9 @@ class Context:
     slots: SlotTable
 
 
-def begin_attempt(attempts: Attempts, row: Claimed, started: float) -> Begun | dict[str, Any]:
-    """Resolve and check ``row``: the Begun attempt, or its outcome if it cannot run.
-    Never raises: whatever the import or the payload check raise (SystemExit included) is
-    the attempt's outcome."""
-    try:
-        return attempts.begin(row, started)
-    except BaseException as exc:  # noqa: BLE001 - the attempt's outcome, whatever it is
-        return attempts.failed(row, exc, started)
-
-
-def finish_attempt(attempts: Attempts, begun: Begun, call: Callable[[Begun], Any]) -> dict[str, Any]:
-    """Call the handler with ``call``; its value or its error is the outcome. The handler
-    runs in the job's trace: the jobs it enqueues join it (jobs/observe.py)."""
-    trace = current_trace.set(begun.row.trace_id)
-    try:
-        if otel.enabled():
-            with otel.attempt_span(begun.row):
-                value = call(begun)
-        else:
-            value = call(begun)
-    except BaseException as exc:  # noqa: BLE001 - the attempt's outcome, whatever it is
-        return attempts.failed(begun.row, exc, begun.started, begun=begun)
-    finally:
-        current_trace.reset(trace)
-    return attempts.succeeded(begun, value)
-
-
-def run_attempt(attempts: Attempts, row: Claimed, started: float) -> dict[str, Any]:
+def run_attempt(attempts: Attempts, row: Claimed, started: float) -> Outcome:
     """One whole attempt in this thread, async handlers included (the tests' runner)."""
-    begun = begin_attempt(attempts, row, started)
-    if isinstance(begun, dict):
-        return begun
-    return finish_attempt(attempts, begun, call_async_blocking)
+    return attempt.run(attempts, row, started, call_async_blocking)
 
 
 def call_blocking(begun: Begun) -> Any:
@@ -112,7 +84,7 @@ def _args(begun: Begun) -> list[Any]:
 class _BlockingLane:
     """Shared by the inline and thread lanes: one job at a time per thread."""
 
-    def __init__(self, ctx: Context, lane: Lane) -> None:
+    def __init__(self, ctx: Context, lane: LaneRows) -> None:
         self.ctx = ctx
         self.lane = lane
         self.has_async_lane = ASYNC in ctx.feeder.lanes
@@ -139,7 +111,7 @@ class _BlockingLane:
                 # the process down): its start, and what finished before it, go to the
                 # database before it runs.
                 ctx.feeder.mark_now(row)
-            begun = begin_attempt(ctx.attempts, row, started)
+            begun = attempt.begin(ctx.attempts, row, started)
             if isinstance(begun, dict):
                 outcome = begun
             elif begun.info.is_async and self.has_async_lane:
@@ -147,10 +119,10 @@ class _BlockingLane:
                 moved = True
                 return
             elif begun.info.is_async:
-                outcome = finish_attempt(ctx.attempts, begun, call_async_blocking)
+                outcome = attempt.perform(ctx.attempts, begun, call_async_blocking)
             else:
                 ctx.feeder.learn(row, self.lane.name)
-                outcome = finish_attempt(ctx.attempts, begun, lambda b: self.call(b, row))
+                outcome = attempt.perform(ctx.attempts, begun, lambda b: self.call(b, row))
         finally:
             ctx.slots.clear(ctx.index, entry)
         finished = time.monotonic()
@@ -168,7 +140,7 @@ class _BlockingLane:
 class InlineLane(_BlockingLane):
     """Blocking handlers in the executor's main thread; soft limits by SIGALRM."""
 
-    def __init__(self, ctx: Context, lane: Lane) -> None:
+    def __init__(self, ctx: Context, lane: LaneRows) -> None:
         super().__init__(ctx, lane)
         self.in_handler = False
         signal.signal(signal.SIGALRM, self._on_soft_time_limit)
@@ -194,7 +166,7 @@ class InlineLane(_BlockingLane):
 class ThreadLane(_BlockingLane):
     """Blocking handlers on threads of their own, one lane entry each."""
 
-    def __init__(self, ctx: Context, lane: Lane) -> None:
+    def __init__(self, ctx: Context, lane: LaneRows) -> None:
         super().__init__(ctx, lane)
         self.guard = threading.Lock()
         # thread ident -> the (job id, attempt) it runs, for the soft limit.
@@ -246,7 +218,7 @@ class ThreadLane(_BlockingLane):
 class AsyncLane:
     """Async handlers, up to one per lane entry at once, on an event loop in its own thread."""
 
-    def __init__(self, ctx: Context, lane: Lane) -> None:
+    def __init__(self, ctx: Context, lane: LaneRows) -> None:
         self.ctx = ctx
         self.lane = lane
         self.free = list(reversed(lane.entries))
@@ -303,9 +275,9 @@ class AsyncLane:
         ctx.feeder.finished(self.lane, entry, outcome, time.monotonic() - started)
         self._fill()
 
-    async def _run_attempt(self, row: Claimed, started: float) -> dict[str, Any]:
+    async def _run_attempt(self, row: Claimed, started: float) -> Outcome:
         attempts = self.ctx.attempts
-        begun = begin_attempt(attempts, row, started)
+        begun = attempt.begin(attempts, row, started)
         if isinstance(begun, dict):
             return begun
         # Each asyncio task has a context of its own: the trace set here is this job's.

@@ -24,7 +24,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import random
 import select
 import signal
 import time
@@ -38,6 +37,7 @@ from django.db import connections
 
 from .. import otel
 from ..exceptions import ProcessDied, TimeLimitExceeded
+from ..retry import backoff
 from .config import WorkerConfig
 from .executor import EXIT_OK, EXIT_RECYCLE, Executor
 from .housekeeper import Housekeeper, Settlement, beat_late_after, failed_attempt
@@ -415,8 +415,9 @@ class Supervisor:
         if now - child.started >= HEALTHY_AFTER:
             streak.deaths = 0
         streak.deaths += 1
-        delay = 0.0 if streak.deaths == 1 else min(RESPAWN_CAP, RESPAWN_BASE * 2 ** (streak.deaths - 2))
-        delay *= random.uniform(0.75, 1.0)
+        delay = 0.0
+        if streak.deaths > 1:
+            delay = backoff(streak.deaths - 1, base=RESPAWN_BASE, cap=RESPAWN_CAP, spread=0.25)
         streak.respawn_at = now + delay
         # Once per streak, then at 2, 4, 8... deaths: why, not a line per crash.
         if streak.deaths & (streak.deaths - 1) == 0 and streak.deaths > 1:
@@ -488,9 +489,7 @@ class Supervisor:
         # after a growing, jittered pause while housekeepers keep dying.
         delay = 0.0
         if self.housekeeper_deaths > 1:
-            delay = (
-                min(RESPAWN_CAP, RESPAWN_BASE * 2 ** min(self.housekeeper_deaths - 2, 6)) * random.random()
-            )
+            delay = backoff(self.housekeeper_deaths - 1, base=RESPAWN_BASE, cap=RESPAWN_CAP, spread=1.0)
         self.housekeeper_respawn_at = time.monotonic() + delay
 
     def _watch_housekeeper(self, now: float) -> None:

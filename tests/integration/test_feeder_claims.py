@@ -16,7 +16,9 @@ from django.test import override_settings
 from jobs import limits
 from jobs.db import Connection
 from jobs.models import LimitState
-from jobs.worker.feeder import FLUSH_AFTER, RECHECKS, Feeder, Lane
+from jobs.worker.feeder import RECHECKS, Feeder
+from jobs.worker.lane_rows import LaneRows
+from jobs.worker.outbox import FLUSH_AFTER
 from tests.support import factories
 from tests.tasks import basic, limited
 
@@ -38,8 +40,8 @@ class CountedFeeder(Feeder):
         return super()._claim(cursor, **kwargs)
 
 
-def feeder_with_room(db: Connection, entries: int) -> tuple[CountedFeeder, Lane]:
-    lane = Lane("threads", entries=list(range(entries)))
+def feeder_with_room(db: Connection, entries: int) -> tuple[CountedFeeder, LaneRows]:
+    lane = LaneRows("threads", entries=list(range(entries)))
     feeder = CountedFeeder(factories.worker_config(), token=uuid.uuid4(), db=db, lanes={"threads": lane})
     return feeder, lane
 
@@ -108,17 +110,17 @@ def test_no_prefetch_horizon_still_claims_one_job_for_an_idle_handler(measured: 
     basic.add.enqueue_many([((i, i), {}) for i in range(3)])
     db = Connection("default", name="test-feeder-claims")
     try:
-        lane = Lane("inline", entries=[0])
+        lane = LaneRows("inline", entries=[0])
         config = replace(factories.worker_config(), prefetch_horizon=0.0)
         feeder = CountedFeeder(config, token=uuid.uuid4(), db=db, lanes={"inline": lane})
         if measured:
-            feeder.expected["default"] = 0.001
+            feeder.prefetch.expected["default"] = 0.001
         assert feeder._claim_if_room(time.monotonic()) is True
         assert len(lane.waiting) == 1
         # While it runs, the feeder sleeps until a handler pokes it (no turn every instant).
         row = lane.waiting.popleft()
         lane.running[0] = (row, time.monotonic())
-        feeder.marked.add((row.id, row.attempt))
+        feeder.outbox.marked.add((row.id, row.attempt))
         with feeder.cv:
             assert feeder._next_deadline_locked(time.monotonic()) > 0
         feeder.close()
@@ -134,7 +136,7 @@ def test_rows_handed_to_an_idle_lane_do_not_keep_the_feeder_turning() -> None:
     basic.add.enqueue(1, 2)
     db = Connection("default", name="test-feeder-claims")
     try:
-        lane = Lane("inline", entries=[0])
+        lane = LaneRows("inline", entries=[0])
         feeder = CountedFeeder(factories.worker_config(), token=uuid.uuid4(), db=db, lanes={"inline": lane})
         # The task's time is unknown: one job per claim, and the claim comes back full.
         assert feeder._claim_if_room(time.monotonic()) is True
@@ -164,7 +166,7 @@ def test_the_claim_and_the_outcome_are_prepared_from_their_first_run(prepared: b
             assert feeder._claim_if_room(time.monotonic()) is True
             [row] = lane.waiting
             outcome = {"id": row.id, "attempt": row.attempt, "state": "succeeded", "result": 3}
-            assert feeder._record([outcome], [(row.id, row.attempt)]) == {row.id}
+            assert feeder.outbox.record([outcome], [(row.id, row.attempt)]) == {row.id}
             cursor = db.ensure()
             cursor.execute(
                 "SELECT count(*) FROM pg_prepared_statements"

@@ -18,7 +18,8 @@ from django.db import connection
 from jobs.db import Connection
 from jobs.models import Job
 from jobs.states import State
-from jobs.worker.feeder import Feeder, Lane
+from jobs.worker.feeder import Feeder
+from jobs.worker.lane_rows import LaneRows
 from tests.support import factories
 from tests.tasks import basic
 
@@ -57,7 +58,7 @@ def claimed(count: int) -> tuple[Feeder, Connection, list[dict[str, object]]]:
     for i in range(count):
         basic.add.enqueue(i, i)
     db = Connection("default", name="test-feeder-writes")
-    lane = Lane("threads", entries=list(range(count)))
+    lane = LaneRows("threads", entries=list(range(count)))
     feeder = Feeder(factories.worker_config(), token=uuid.uuid4(), db=db, lanes={"threads": lane})
     assert feeder._claim_if_room(time.monotonic()) is True
     rows = list(lane.waiting)
@@ -78,7 +79,7 @@ def test_a_batch_refused_by_deadlocks_is_written_again_and_no_job_goes_dead(
         backend = db.ensure().connection.info.backend_pid
         refuse_updates(3, code)
         with caplog.at_level(logging.WARNING, logger="jobs"):
-            feeder._write(outcomes, [])
+            feeder.outbox.write(outcomes, [])
         assert db.ensure().connection.info.backend_pid == backend
     finally:
         feeder.close()

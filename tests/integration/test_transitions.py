@@ -16,7 +16,7 @@ from django.db import connection
 from django.db.models import F
 from django.utils import timezone
 
-from jobs import store
+from jobs import retry, store
 from jobs.db import connect
 from jobs.exceptions import JobNotFound, TransitionNotAllowed
 from jobs.models import Job
@@ -397,6 +397,34 @@ def test_reaper_caps_the_backoff_of_a_job_with_very_many_attempts() -> None:
     assert {row[0] for row in reap(later)} == {many.id, other.id}
     many.refresh_from_db()
     assert later + timedelta(seconds=CAP / 2) <= many.run_at <= later + timedelta(seconds=CAP)
+
+
+@pytest.mark.parametrize(
+    ("attempt", "base", "cap"),
+    [
+        (1, 10.0, 600.0),
+        (2, 10.0, 600.0),
+        (5, 1.5, 600.0),
+        (7, 10.0, 600.0),
+        (3, 0.25, 0.75),
+        (80, 2.0, 3600.0),
+    ],
+)
+@pytest.mark.parametrize("own_policy", [True, False], ids=["task_policy", "worker_policy"])
+def test_reaper_backoff_is_retry_backoff(attempt: int, base: float, cap: float, own_policy: bool) -> None:
+    """reap.sql spells retry.backoff in SQL: without jitter, the two agree exactly (the
+    task's own base and cap on the row, else the worker's)."""
+    columns = {"backoff_base": base, "backoff_cap": cap} if own_policy else {}
+    job = factories.job(
+        State.RUNNING, now=T0, attempt=attempt, max_attempts=attempt + 1, jitter=False, **columns
+    )
+    later = T0 + timedelta(seconds=LEASE + 5)
+    with connection.cursor() as cursor:
+        store.reap(cursor, backoff_base=base, backoff_cap=cap, now=later)
+    job.refresh_from_db()
+    assert job.state == State.SCHEDULED
+    expected = retry.backoff(attempt, base=base, cap=cap, jitter=False)
+    assert abs((job.run_at - later).total_seconds() - expected) < 1e-6
 
 
 def test_reaper_gives_back_an_unstarted_job_unused_and_counts_the_handback() -> None:

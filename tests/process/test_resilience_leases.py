@@ -13,7 +13,8 @@ import pytest
 from jobs import store
 from jobs.db import Connection
 from jobs.models import Job
-from jobs.worker.feeder import Feeder, Lane
+from jobs.worker.feeder import Feeder
+from jobs.worker.lane_rows import LaneRows
 from tests.conftest import side_effect_counts
 from tests.support import factories
 from tests.support.workers import (
@@ -146,14 +147,14 @@ def test_feeder_gives_back_rows_it_cannot_start_within_half_their_claim_lease(tr
     token = uuid.uuid4()
     db = Connection("default", name="test-claim-lease")
     try:
-        lane = Lane("inline", entries=[0])
+        lane = LaneRows("inline", entries=[0])
         feeder = Feeder(factories.worker_config(), token=token, db=db, lanes={"inline": lane})
         rows = store.claim(db.ensure(), worker=token, queues=["default"], limit=3)
         now = time.monotonic()
         # Claimed longer ago than half the claim lease: too late to start any of them.
-        feeder._distribute(rows, now, now - store.UNSTARTED_LEASE / 2 - 0.1)
+        feeder.handout.distribute(rows, now, now - store.UNSTARTED_LEASE / 2 - 0.1)
         assert feeder.take(lane, 0, block=False) is None
-        feeder._release(feeder.to_release)
+        feeder.handout.release(feeder.handout.to_release, stopping=False)
         feeder.close()
     finally:
         db.drop()

@@ -117,7 +117,7 @@ def test_outcome_the_database_refuses_is_recorded_dead_and_the_rest_written(tran
             {"id": str(job_id), "attempt": 1, "state": "succeeded", "result": "\x00" if n == 1 else n * 2}
             for n, job_id in enumerate(ids)
         ]
-        feeder._write(outcomes, [])
+        feeder.outbox.write(outcomes, [])
         feeder.close()
     finally:
         db.drop()

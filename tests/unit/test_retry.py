@@ -34,6 +34,13 @@ def test_backoff_without_jitter_doubles_from_base_up_to_cap(attempt: int, expect
     assert backoff(attempt, base=2.0, cap=60.0, jitter=False) == expected
 
 
+@pytest.mark.parametrize(("spread", "low"), [(0.5, 4.0), (0.25, 6.0), (1.0, 0.0)])
+def test_backoff_jitter_takes_at_most_its_spread_off(spread: float, low: float) -> None:
+    # Attempt 3 with base 2: 8 seconds before jitter.
+    assert backoff(3, base=2.0, cap=60.0, spread=spread, rand=lambda: 0.0) == low
+    assert backoff(3, base=2.0, cap=60.0, spread=spread, rand=lambda: 1.0) == 8.0
+
+
 def test_backoff_of_a_huge_attempt_is_the_cap_without_overflow() -> None:
     assert backoff(10_000, base=2.0, cap=3600.0, jitter=False) == 3600.0
     assert backoff(10_000, base=2.0, cap=3600.0, rand=lambda: 0.0) == 1800.0
