@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import logging
-import random
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -24,6 +23,7 @@ from psycopg.types.json import set_json_loads
 
 from .conf import jobs_settings
 from .pooler import TransactionPooler, refuse_transaction_pooler
+from .retry import backoff
 
 logger = logging.getLogger("jobs.worker")
 
@@ -219,7 +219,7 @@ class Connection:
             except CONNECTION_ERRORS as exc:
                 self.drop()
                 self.failures += 1
-                delay = min(5.0, 0.05 * 2 ** min(self.failures, 7)) * (0.5 + random.random() / 2)
+                delay = backoff(self.failures + 1, base=0.05, cap=5.0)
                 logger.warning(
                     "event=db_connect_failed conn=%s attempt=%d retry_in=%.2fs error=%r",
                     self.name,
@@ -269,7 +269,7 @@ class Connection:
             str(exc).strip(),
         )
         if wait:
-            time.sleep(min(1.0, 0.01 * 2 ** min(self.conflicts, 7)) * (0.5 + random.random() / 2))
+            time.sleep(backoff(self.conflicts + 1, base=0.01, cap=1.0))
 
     def lost(self, exc: Exception) -> None:
         """The connection broke: log it and let the next use reconnect."""
