@@ -170,8 +170,12 @@ class JobAdmin(JobActions, admin.ModelAdmin):
 
     @admin.display(description="task · queue", ordering="task_path")
     def task(self, job: Job) -> str:
-        # Breaks after the dots of a long path rather than anywhere in it.
-        path = format_html_join(mark_safe(".<wbr>"), "{}", ((part,) for part in job.task_path.split(".")))
+        # Breaks after the dots and underscores of a long path rather than inside a word.
+        path = format_html_join(
+            mark_safe(".<wbr>"), "{}",
+            ((format_html_join(mark_safe("_<wbr>"), "{}", ((word,) for word in part.split("_"))),)
+             for part in job.task_path.split(".")),
+        )  # fmt: skip
         paused = " (paused)" if getattr(job, "queue_paused", False) else ""
         return format_html(
             "<span class='job-task' title='{}'>{}</span><small class='job-queue'>{}{}</small>",
