@@ -228,8 +228,10 @@ class PostgresBackend(BaseTaskBackend):
 
     def validate_task(self, task: Task) -> None:
         if self.queues and task.queue_name not in self.queues:
+            # Django's own message first (code may match on it), then what would be valid.
             raise InvalidTask(
-                f"unknown queue {task.queue_name!r}; configured queues: {', '.join(sorted(self.queues))}"
+                f"Queue '{task.queue_name}' is not valid for backend. "
+                f"Configured queues: {', '.join(sorted(self.queues))}."
             )
         super().validate_task(task)
         if not isinstance(task, JobTask):
@@ -354,6 +356,9 @@ class PostgresBackend(BaseTaskBackend):
         template = self._templates.get(key)
         if template is not None and template.conf is conf:
             return template
+        # A task made for another backend (enqueued here directly, or after TASKS changed)
+        # is checked against this one's queues and rules, as Django's backends check it.
+        self.validate_task(task)
         non_retryable = options.non_retryable_paths()
         try:
             # Dotted paths are imported here, at enqueue, not by @task: a decorator runs
