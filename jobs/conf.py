@@ -74,6 +74,7 @@ class JobsSettings:
     BACKEND_ALIAS: str = ""
 
 
+OUR_BACKEND = "jobs.backend.PostgresBackend"
 # SQS's ceiling for a visibility timeout.
 MAX_LEASE_SECONDS = 12 * 3600.0
 # A lease is extended every third of its length; a late extension is noticed half an
@@ -132,8 +133,8 @@ def backend_alias() -> str:
 
 def ours_in(tasks: Mapping[str, Any]) -> list[str]:
     """The aliases in a TASKS setting whose BACKEND is this engine's (or a subclass)."""
-    from .backend import PostgresBackend
-
+    # Compared by name along the class's MRO, not with issubclass: importing jobs.backend
+    # here would make the worker (which reads these settings) depend on the enqueue side.
     found = []
     for alias, entry in tasks.items():
         path = entry.get("BACKEND", "") if isinstance(entry, Mapping) else ""
@@ -141,7 +142,9 @@ def ours_in(tasks: Mapping[str, Any]) -> list[str]:
             backend_class = import_string(path)
         except ImportError:
             continue
-        if isinstance(backend_class, type) and issubclass(backend_class, PostgresBackend):
+        if isinstance(backend_class, type) and any(
+            f"{c.__module__}.{c.__qualname__}" == OUR_BACKEND for c in backend_class.__mro__
+        ):
             found.append(alias)
     return found
 
