@@ -21,7 +21,7 @@ from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist
 from django.utils import timezone
 
 from . import limits, observe, otel, pooler, signals, store
-from .conf import MAX_LEASE_SECONDS, MIN_LEASE_SECONDS, JobsSettings, jobs_settings
+from .conf import MAX_LEASE_SECONDS, MIN_LEASE_SECONDS, JobsSettings, backend_alias, jobs_settings
 from .exceptions import BadTaskOptions, InvalidPayload
 from .ids import uuid7, uuid7_many
 from .limits import InvalidLimit, LimitSpec, task_limit_name
@@ -29,7 +29,7 @@ from .models import Job, Limit
 from .ownership import MAX_OWNER_LENGTH, owner_key
 from .payloads import ArgumentCheck, dump_payload, stored_value, unstorable_text
 from .progress import view as progress_view
-from .registry import exception_classes, resolve_task
+from .registry import exception_classes, on_backend, resolve_task
 from .retry import RetryPolicy
 from .states import TASK_STATUS, State
 
@@ -228,8 +228,10 @@ class PostgresBackend(BaseTaskBackend):
 
     def validate_task(self, task: Task) -> None:
         if self.queues and task.queue_name not in self.queues:
+            # Django's own message first (code may match on it), then what would be valid.
             raise InvalidTask(
-                f"unknown queue {task.queue_name!r}; configured queues: {', '.join(sorted(self.queues))}"
+                f"Queue '{task.queue_name}' is not valid for backend. "
+                f"Configured queues: {', '.join(sorted(self.queues))}."
             )
         super().validate_task(task)
         if not isinstance(task, JobTask):
@@ -354,6 +356,9 @@ class PostgresBackend(BaseTaskBackend):
         template = self._templates.get(key)
         if template is not None and template.conf is conf:
             return template
+        # A task made for another backend (enqueued here directly, or after TASKS changed)
+        # is checked against this one's queues and rules, as Django's backends check it.
+        self.validate_task(task)
         non_retryable = options.non_retryable_paths()
         try:
             # Dotted paths are imported here, at enqueue, not by @task: a decorator runs
@@ -614,7 +619,7 @@ class PostgresBackend(BaseTaskBackend):
         return self.result_from_job(job)
 
     def result_from_job(self, job: Job) -> JobResult:
-        task = resolve_task(job.task_path)
+        task = on_backend(resolve_task(job.task_path), self.alias)
         if task.queue_name != job.queue_name or task.priority != job.priority:
             task = replace(task, queue_name=job.queue_name, priority=job.priority)
         result = JobResult(
@@ -656,10 +661,9 @@ def check_payload(task_path: str, args: Any, kwargs: Any) -> None:
     """Raise InvalidPayload (or UnknownTask) unless ``args`` and ``kwargs`` would be accepted
     by an enqueue of the task at ``task_path``: the same checks, nothing written. The
     console runs it before replaying a job with edited arguments."""
-    task = resolve_task(task_path)
+    task = on_backend(resolve_task(task_path), backend_alias())
     backend = task.get_backend()
-    if not isinstance(backend, PostgresBackend):
-        raise InvalidPayload(f"{task_path} is not enqueued on the Postgres backend")
+    assert isinstance(backend, PostgresBackend)
     if not isinstance(args, list) or not isinstance(kwargs, dict):
         raise InvalidPayload("args must be a JSON list and kwargs a JSON object")
     backend._new_job(task, backend._template(task), args, kwargs)

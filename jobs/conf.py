@@ -1,4 +1,5 @@
-"""The job engine's settings (``settings.JOBS``), with defaults for anything unset."""
+"""The job engine's settings (``settings.JOBS``), with defaults for anything unset, and
+which ``settings.TASKS`` entry is this engine's backend."""
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
@@ -6,7 +7,10 @@ from functools import cache
 from typing import Any
 
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import setting_changed
+from django.tasks.base import DEFAULT_TASK_QUEUE_NAME
+from django.utils.module_loading import import_string
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,8 +69,12 @@ class JobsSettings:
     # a download link the status API gives stays valid (seconds).
     RESULT_STORAGE: str = "default"
     DOWNLOAD_URL_MAX_AGE: float = 3600.0
+    # The TASKS alias of this engine's backend when more than one entry uses it (empty:
+    # the one entry whose BACKEND is jobs.backend.PostgresBackend or a subclass).
+    BACKEND_ALIAS: str = ""
 
 
+OUR_BACKEND = "jobs.backend.PostgresBackend"
 # SQS's ceiling for a visibility timeout.
 MAX_LEASE_SECONDS = 12 * 3600.0
 # A lease is extended every third of its length; a late extension is noticed half an
@@ -88,9 +96,71 @@ def jobs_settings() -> JobsSettings:
     return JobsSettings(**configured)
 
 
+class BackendNotConfigured(ImproperlyConfigured):
+    """settings.TASKS names no backend of this engine, or several without JOBS["BACKEND_ALIAS"]."""
+
+
+@cache
+def backend_alias() -> str:
+    """The ``settings.TASKS`` alias of this engine's backend: a site may keep another
+    default backend and name ours anything (``"jobs"``). JOBS["BACKEND_ALIAS"] picks one
+    when several entries use it; otherwise the one entry whose BACKEND is ours."""
+    # Read from settings.JOBS as it is, not jobs_settings(): the system checks ask this
+    # too, and must report a bad JOBS setting rather than fail on it.
+    jobs = getattr(settings, "JOBS", {})
+    configured = jobs.get("BACKEND_ALIAS", "") if isinstance(jobs, Mapping) else ""
+    tasks = getattr(settings, "TASKS", {})
+    if configured:
+        if configured not in ours_in(tasks):
+            raise BackendNotConfigured(
+                f'JOBS["BACKEND_ALIAS"] is {configured!r}, which is not a TASKS entry whose BACKEND '
+                f"is jobs.backend.PostgresBackend"
+            )
+        return configured
+    aliases = ours_in(tasks)
+    if len(aliases) == 1:
+        return aliases[0]
+    if not aliases:
+        raise BackendNotConfigured(
+            'no TASKS entry uses jobs.backend.PostgresBackend (e.g. TASKS = {"default": '
+            '{"BACKEND": "jobs.backend.PostgresBackend"}})'
+        )
+    raise BackendNotConfigured(
+        f"TASKS entries {', '.join(aliases)} all use jobs.backend.PostgresBackend: say which one "
+        f'workers, schedules and workflows use with JOBS["BACKEND_ALIAS"]'
+    )
+
+
+def ours_in(tasks: Mapping[str, Any]) -> list[str]:
+    """The aliases in a TASKS setting whose BACKEND is this engine's (or a subclass)."""
+    # Compared by name along the class's MRO, not with issubclass: importing jobs.backend
+    # here would make the worker (which reads these settings) depend on the enqueue side.
+    found = []
+    for alias, entry in tasks.items():
+        path = entry.get("BACKEND", "") if isinstance(entry, Mapping) else ""
+        try:
+            backend_class = import_string(path)
+        except ImportError:
+            continue
+        if isinstance(backend_class, type) and any(
+            f"{c.__module__}.{c.__qualname__}" == OUR_BACKEND for c in backend_class.__mro__
+        ):
+            found.append(alias)
+    return found
+
+
+def backend_queues() -> list[str]:
+    """The queues our backend accepts (its TASKS entry's QUEUES), as Django reads them:
+    unset is ``["default"]``; empty means any name (then workers default to "default")."""
+    entry = getattr(settings, "TASKS", {}).get(backend_alias(), {})
+    return list(entry.get("QUEUES", [DEFAULT_TASK_QUEUE_NAME]))
+
+
 def _reload(*, setting: str, **kwargs: Any) -> None:
     if setting == "JOBS":
         jobs_settings.cache_clear()
+    if setting in {"JOBS", "TASKS"}:
+        backend_alias.cache_clear()
 
 
 setting_changed.connect(_reload)

@@ -7,8 +7,9 @@ class JobsError(Exception):
     """Base class of every error the job engine raises."""
 
 
-class InvalidPayload(JobsError, InvalidTask):
-    """The arguments cannot be stored: not JSON, or larger than the payload limit."""
+class InvalidPayload(JobsError, InvalidTask, TypeError):
+    """The arguments cannot be stored: not JSON, or larger than the payload limit (a
+    TypeError, as Django's own backends raise for arguments that are not JSON)."""
 
 
 class JobNotFound(JobsError):
@@ -52,8 +53,8 @@ class BadTaskOptions(JobsError):
     """A task's options cannot be applied: a non_retryable entry is not an exception class."""
 
 
-class BadReturnValue(JobsError):
-    """The handler returned a value that is not JSON."""
+class BadReturnValue(JobsError, TypeError):
+    """The handler returned a value that is not JSON (a TypeError, as Django records it)."""
 
 
 class JobControl(Exception):

@@ -23,6 +23,8 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, generate_la
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+from .conf import backend_queues
+
 PREFIX = "jobs_"
 # Waiting states the gauges count per queue (and "dead": the dead-letter state).
 GAUGE_STATES = ("queued", "scheduled", "retrying", "running", "dead")
@@ -51,7 +53,7 @@ def queue_gauges() -> list[dict[str, Any]]:
     configured queue is listed, with zeros when it is empty."""
     from .stats import queue_stats
 
-    configured = settings.TASKS["default"].get("QUEUES") or ["default"]
+    configured = backend_queues() or ["default"]
     stats: dict[str, dict[str, Any]] = {name: _empty(name) for name in configured}
     for queue, values in queue_stats()["queues"].items():
         entry = stats.setdefault(queue, _empty(queue))

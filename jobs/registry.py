@@ -5,6 +5,7 @@ worker needs no part of the enqueue backend for it."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import fields
 
 from django.tasks import Task
 from django.utils.module_loading import import_string
@@ -23,6 +24,20 @@ def resolve_task(task_path: str) -> Task:
     if not isinstance(task, Task):
         raise UnknownTask(f"{task_path!r} is not a task (decorate it with @task)")
     return task
+
+
+def on_backend(task: Task, alias: str) -> Task:
+    """The task as the backend ``alias`` runs it. A job row names only the task's path, and
+    a task declared for another backend (a site's default) reaches ours through
+    ``.using(backend=alias)``. Not validated again (Task.using would): the job was
+    validated when it was enqueued."""
+    if task.backend == alias:
+        return task
+    bound = object.__new__(type(task))
+    for f in fields(task):
+        object.__setattr__(bound, f.name, getattr(task, f.name))
+    object.__setattr__(bound, "backend", alias)
+    return bound
 
 
 def exception_classes(paths: Sequence[str], *, owner: str) -> tuple[type[BaseException], ...]:

@@ -10,13 +10,12 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.tasks import Task
 
-from ..conf import jobs_settings
+from ..conf import backend_alias, backend_queues, jobs_settings
 from ..exceptions import JobsError
-from ..registry import resolve_task
+from ..registry import on_backend, resolve_task
 from .cron import InvalidTiming, Timing, neither_or_both, zone_named
 
 if TYPE_CHECKING:
@@ -37,8 +36,7 @@ class Checked:
 
 def configured_queues() -> list[str] | None:
     """The backend's queues; None when any name goes (an empty QUEUES, as in django.tasks)."""
-    queues = settings.TASKS["default"].get("QUEUES", ["default"])
-    return list(queues) or None
+    return backend_queues() or None
 
 
 def schedule_errors(schedule: Schedule, *, unchecked: Collection[str] = ()) -> dict[str, list[str]]:
@@ -83,7 +81,10 @@ def check(schedule: Schedule) -> Checked:
     errors = schedule_errors(schedule)
     if errors:
         raise InvalidSchedule(describe(errors))
-    return Checked(timing=timing_of(schedule), task=resolve_task(schedule.task_path))
+    # Our backend's, whatever backend the task was declared for: the job goes in with the
+    # schedule's row, on its connection (invariant 1), never through a site's other default.
+    task = on_backend(resolve_task(schedule.task_path), backend_alias())
+    return Checked(timing=timing_of(schedule), task=task)
 
 
 def describe(errors: dict[str, list[str]]) -> str:

@@ -36,11 +36,12 @@ from typing import Any
 from django.tasks import Task, TaskResult, TaskResultStatus
 
 from .. import otel, signals
+from ..conf import backend_alias
 from ..exceptions import BadPayload, JobsError, UnknownTask
 from ..observe import current_trace
 from ..payloads import ArgumentCheck, check_result, error_record, load_payload
 from ..progress import Sink, Tracker
-from ..registry import exception_classes, resolve_task
+from ..registry import exception_classes, on_backend, resolve_task
 from ..retry import RetryPolicy, decide
 from ..store import Claimed
 from .config import WorkerConfig
@@ -111,7 +112,7 @@ class Attempts:
         """The task a job names, imported once per process (UnknownTask if it cannot be)."""
         info = self.tasks.get(task_path)
         if info is None:
-            info = self.tasks[task_path] = TaskInfo.of(resolve_task(task_path))
+            info = self.tasks[task_path] = TaskInfo.of(on_backend(resolve_task(task_path), backend_alias()))
         return info
 
     def begin(self, row: Claimed, started: float) -> Begun:

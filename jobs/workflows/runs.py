@@ -14,6 +14,7 @@ from django.db import connections, transaction
 from django.tasks import task_backends
 
 from ..backend import PostgresBackend
+from ..conf import backend_alias
 from ..exceptions import InvalidPayload, JobsError
 from ..ids import uuid7
 from ..models import Job, NodeKind, WorkflowNode
@@ -193,7 +194,7 @@ def _backend_of(canvas: _Node) -> PostgresBackend:
             stack.extend(node.nodes)
         elif isinstance(node, Chord):
             stack.extend((node.header, node.callback))
-    backend = task_backends["default"]
+    backend = task_backends[backend_alias()]
     if not isinstance(backend, PostgresBackend):
         raise InvalidCanvas(f"workflows need the Postgres backend, not {type(backend).__name__}")
     return backend

@@ -709,7 +709,10 @@ LEASE_RANGE = (
 @pytest.mark.parametrize(
     ("options", "message"),
     [
-        ({"queue_name": "nope"}, "unknown queue 'nope'; configured queues: default, email, low, push"),
+        (
+            {"queue_name": "nope"},
+            "Queue 'nope' is not valid for backend. Configured queues: default, email, low, push.",
+        ),
         ({"priority": 101}, "priority must be a whole number between -100 and 100."),
         ({"priority": -101}, "priority must be a whole number between -100 and 100."),
         ({"priority": 1.5}, "priority must be a whole number between -100 and 100."),
@@ -907,7 +910,8 @@ def test_arguments_that_do_not_fit_the_task_fail_at_enqueue(call: Any, message: 
 @pytest.mark.django_db
 def test_an_unknown_queue_names_the_configured_ones() -> None:
     with pytest.raises(
-        InvalidTask, match=r"unknown queue 'emial'; configured queues: default, email, low, push"
+        InvalidTask,
+        match=r"Queue 'emial' is not valid for backend\. Configured queues: default, email, low, push\.",
     ):
         basic.add.using(queue_name="emial")
 

@@ -5,7 +5,7 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from jobs.conf import jobs_settings
+from jobs.conf import backend_queues, jobs_settings
 from jobs.worker import QueueSpecError, WorkerConfig, parse_queues, run_worker
 from jobs.worker.config import LeaseOutOfRange
 
@@ -149,4 +149,4 @@ class Command(BaseCommand):
 
 
 def _known_queues() -> set[str]:
-    return set(settings.TASKS["default"].get("QUEUES") or ["default"])
+    return set(backend_queues() or ["default"])
