@@ -99,7 +99,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[checks.CheckM
     for name, value in configured.items():
         if name not in known:
             continue
-        expected = _expected_type(known[name].default)
+        expected = _expected_type(known[name])
         if not _is_a(value, expected):
             errors.append(
                 checks.Error(
@@ -137,10 +137,14 @@ def check_listen_url(app_configs: Any = None, **kwargs: Any) -> list[checks.Chec
     return []
 
 
-def _expected_type(default: Any) -> type:
+def _expected_type(field: Any) -> type:
+    """The setting's type as JobsSettings declares it (a float setting whose default is a
+    whole number, such as a retention in seconds, takes any number)."""
+    declared = field.type if isinstance(field.type, str) else getattr(field.type, "__name__", "")
+    default = field.default
     if isinstance(default, bool):
         return bool
-    if isinstance(default, float):
+    if "float" in declared or isinstance(default, float):
         return float
     if isinstance(default, int):
         return int
