@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin
-from django.contrib.admin.options import ActionLocation
 from django.contrib.admin.utils import unquote
 from django.db.models import Exists, OuterRef, QuerySet
 from django.db.models.expressions import RawSQL
@@ -119,10 +118,9 @@ class JobAdmin(JobActions, admin.ModelAdmin):
     def has_pause_permission(self, request: HttpRequest) -> bool:
         return self._may(request, "pause_queue")
 
-    def get_actions(
-        self, request: HttpRequest, action_location: ActionLocation = ActionLocation.CHANGE_LIST
-    ) -> dict[str, Any]:
-        actions = super().get_actions(request, action_location=action_location)
+    def get_actions(self, request: HttpRequest, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        # Passed through as given: Django 6.1 added an action_location argument that 6.0 lacks.
+        actions = super().get_actions(request, *args, **kwargs)
         # Django's own deletes unfinished jobs too and lists every row first.
         actions.pop("delete_selected", None)
         return actions
