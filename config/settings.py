@@ -119,7 +119,12 @@ DATABASE_ROUTERS = ["jobs.routers.ReplicaRouter"]
 # The views (URL names) whose GET requests read the job tables from the replica.
 JOBS_REPLICA_VIEWS = env.list(
     "JOBS_REPLICA_VIEWS",
-    default=["jobs:job-status", "admin:jobs_job_changelist", "admin:jobs_job_change", "jobs-dashboard"],
+    default=[
+        "jobs:job-status",
+        "admin:jobs_job_changelist",
+        "admin:jobs_job_change",
+        "admin:jobs_job_dashboard",
+    ],
 )
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

@@ -61,7 +61,7 @@ def test_console_screenshots(admin_page, live_server) -> None:  # type: ignore[n
     sync_declared()
     shoot(page, f"{live_server.url}/admin/jobs/job/", "console-jobs")
     shoot(page, f"{live_server.url}/admin/jobs/job/{dead.id}/change/", "console-job-dead")
-    shoot(page, f"{live_server.url}/admin/jobs/dashboard/", "console-dashboard")
+    shoot(page, f"{live_server.url}/admin/jobs/job/dashboard/", "console-dashboard")
     shoot(page, f"{live_server.url}/admin/jobs/schedule/", "console-schedules")
     page.goto(f"{live_server.url}/admin/jobs/workflow/")
     page.click("#result_list tbody a >> nth=0")

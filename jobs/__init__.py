@@ -17,6 +17,9 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
+# The distribution's version (pyproject.toml reads it from here); CHANGELOG.md says what changed.
+__version__ = "0.1.0"
+
 if TYPE_CHECKING:
     from .backend import JOB_OPTIONS, enqueue_many
     from .exceptions import Discard, InvalidPayload, JobCancelled, JobsError, Retry, Snooze

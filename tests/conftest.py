@@ -16,10 +16,11 @@ ROOT = Path(__file__).resolve().parent.parent
 # The SMTP server on loopback (smtp_sink, smtp_settings) for every tier.
 pytest_plugins = ["tests.support.mail"]
 
-# The drills: real worker processes, private servers, a fresh project, a million rows. A
-# plain `pytest` (no paths, no -m) leaves them out so that it answers in minutes;
+# The drills: real worker processes, private servers, a fresh project, the engine's wheel in
+# a site of its own, a million rows. A plain `pytest` (no paths, no -m) leaves them out so
+# that it answers in minutes;
 # `scripts/test` names every tier and runs them all, and naming a drill's path (or -m) runs it.
-DRILLS = ("process", "pgbouncer", "replica", "fleet", "bootstrap", "million_rows")
+DRILLS = ("process", "pgbouncer", "replica", "fleet", "bootstrap", "million_rows", "downstream")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

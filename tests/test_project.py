@@ -244,16 +244,20 @@ def test_plain_pytest_runs_the_fast_tiers_and_named_paths_run_the_drills() -> No
     assert any(test.startswith("tests/unit/") for test in plain)
     assert any(test.startswith("tests/integration/") for test in plain)
     assert any(test.startswith("tests/e2e/") for test in plain)
-    drills = ("tests/process/", "tests/pgbouncer/", "tests/replica/", "tests/fleet/", "tests/bootstrap/")
+    drills = (
+        "tests/process/", "tests/pgbouncer/", "tests/replica/", "tests/fleet/", "tests/bootstrap/",
+        "tests/downstream/",
+    )  # fmt: skip
     assert not [test for test in plain if test.startswith(drills)]
     million = "tests/integration/test_claim.py::test_claim_cost_does_not_grow_with_a_million_delayed_rows"
     assert not [test for test in plain if test.startswith(million)]
     # What scripts/test runs without arguments: every tier, named (a named drill runs).
     fast = collected("tests/unit", "tests/integration", "tests/e2e", "tests/test_project.py")
-    drilled = collected("tests/process", "tests/pgbouncer", "tests/replica", "tests/fleet", "tests/bootstrap")
+    drilled = collected(*(drill.rstrip("/") for drill in drills))
     assert plain < fast | drilled
     assert any(test.startswith(million) for test in fast)
     assert any(test.startswith("tests/fleet/") for test in drilled)
+    assert any(test.startswith("tests/downstream/") for test in drilled)
 
 
 def test_the_layer_contracts_hold() -> None:

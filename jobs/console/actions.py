@@ -26,7 +26,7 @@ from .. import store
 from ..exceptions import InvalidPayload, JobsError
 from ..models import FINISHED_STATES, Job, PausedQueue
 from ..states import State
-from . import changelist
+from . import changelist, dashboard
 
 # Jobs one bulk action (replay, cancel, discard) touches at most; the confirmation page
 # says how many match.
@@ -57,6 +57,13 @@ class JobActions:
             path("<path:object_id>/do/<str:operation>/", wrap(self.operate_view), name="jobs_job_operate"),
             path("<path:object_id>/edit-replay/", wrap(self.edit_replay_view), name="jobs_job_edit_replay"),
             path("queues/<str:queue>/<str:operation>/", wrap(self.queue_view), name="jobs_queue_operate"),
+            # The dashboard is reached through the admin itself, so a site that mounts only
+            # admin.site.urls has it; its name follows the admin's <app>_<model>_<page> pattern.
+            path(
+                "dashboard/",
+                wrap(dashboard.view),
+                name=f"{self.opts.app_label}_{self.opts.model_name}_dashboard",
+            ),
             *super().get_urls(),  # type: ignore[misc]
         ]
 
@@ -160,9 +167,10 @@ class JobActions:
             self.message_user(request, f"{verb} queue {queue}.", messages.SUCCESS)
         else:
             self.message_user(request, f"Queue {queue} was already {verb.lower()}.", messages.WARNING)
-        target = request.POST.get("next") or reverse("jobs-dashboard")
+        dashboard_url = reverse(f"admin:{self.opts.app_label}_{self.opts.model_name}_dashboard")
+        target = request.POST.get("next") or dashboard_url
         if not target.startswith("/") or target.startswith("//"):
-            target = reverse("jobs-dashboard")
+            target = dashboard_url
         return HttpResponseRedirect(target)
 
     # --- bulk actions (the list) -------------------------------------------------------

@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin
-from django.contrib.admin.options import ActionLocation
 from django.contrib.admin.utils import unquote
 from django.db.models import Exists, OuterRef, QuerySet
 from django.db.models.expressions import RawSQL
@@ -119,10 +118,13 @@ class JobAdmin(JobActions, admin.ModelAdmin):
     def has_pause_permission(self, request: HttpRequest) -> bool:
         return self._may(request, "pause_queue")
 
-    def get_actions(
-        self, request: HttpRequest, action_location: ActionLocation = ActionLocation.CHANGE_LIST
-    ) -> dict[str, Any]:
-        actions = super().get_actions(request, action_location=action_location)
+    def get_actions(self, request: HttpRequest, action_location: Any = None) -> dict[str, Any]:
+        # Django 6.1 passes where the actions show (an ActionLocation, which 6.0 does not have);
+        # passed on only when given, so the console runs on both.
+        if action_location is None:
+            actions = super().get_actions(request)
+        else:
+            actions = super().get_actions(request, action_location=action_location)
         # Django's own deletes unfinished jobs too and lists every row first.
         actions.pop("delete_selected", None)
         return actions

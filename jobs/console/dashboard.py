@@ -1,4 +1,4 @@
-"""The console's dashboard (``/admin/jobs/dashboard/``): per-queue counts, throughput and
+"""The console's dashboard (``/admin/jobs/job/dashboard/``): per-queue counts, throughput and
 failures over the last hour and day, live workers, the tasks failing most. It reads only
 jobs.stats' aggregates and the worker registry, so it costs the same with a million jobs,
 and it refreshes itself: the page fetches its own body again every few seconds.

@@ -45,7 +45,7 @@ def test_an_operator_repairs_a_dead_job_and_pauses_a_queue(admin_page, live_serv
 
     with running_worker(tmp_path, "--queues", "default,email", "--concurrency", "1"):
         # The dashboard: the queues, the worker, refreshed in place.
-        page.goto(f"{live_server.url}/admin/jobs/dashboard/")
+        page.goto(f"{live_server.url}/admin/jobs/job/dashboard/")
         expect(page.locator("#workers")).to_contain_text("default, email", timeout=15_000)
         expect(page.locator("#queues tr[data-queue='email']")).to_contain_text("3")
         first_refresh = page.locator("#dashboard").get_attribute("data-refreshed")
@@ -84,7 +84,7 @@ def test_an_operator_repairs_a_dead_job_and_pauses_a_queue(admin_page, live_serv
         expect(page.locator(".field-payload_history")).to_contain_text('"two"')
 
         # Pause the email queue from the dashboard, then replay its dead jobs in bulk.
-        page.goto(f"{live_server.url}/admin/jobs/dashboard/")
+        page.goto(f"{live_server.url}/admin/jobs/job/dashboard/")
         page.click("#queues tr[data-queue='email'] button.queue-pause")
         expect(page.locator("#queues tr[data-queue='email']")).to_contain_text("paused")
         page.goto(f"{live_server.url}/admin/jobs/job/?state=dead")
@@ -102,10 +102,10 @@ def test_an_operator_repairs_a_dead_job_and_pauses_a_queue(admin_page, live_serv
         wait_until(lambda: Job.objects.get(id=ok.id).state == State.SUCCEEDED, timeout=20,
                    message="the default queue to keep flowing")  # fmt: skip
         assert all(Job.objects.get(id=job.id).state == State.QUEUED for job in others)
-        page.goto(f"{live_server.url}/admin/jobs/dashboard/")
+        page.goto(f"{live_server.url}/admin/jobs/job/dashboard/")
         page.click("#queues tr[data-queue='email'] button.queue-resume")
         wait_until(lambda: all(Job.objects.get(id=job.id).state == State.SUCCEEDED for job in others),
                    timeout=20, message="the resumed queue to drain")  # fmt: skip
-        page.goto(f"{live_server.url}/admin/jobs/dashboard/")
+        page.goto(f"{live_server.url}/admin/jobs/job/dashboard/")
         expect(page.locator("#queues tr[data-queue='email']")).to_contain_text("active")
         page.screenshot(path=str(shots / "console-dashboard.png"), full_page=True)

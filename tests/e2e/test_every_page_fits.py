@@ -137,7 +137,7 @@ def test_every_page_fits_a_laptop_screen(admin_page, live_server, tmp_path) -> N
     page.set_viewport_size(VIEWPORT)
     page.evaluate("localStorage.setItem('django.admin.navSidebarIsOpen', 'true')")
 
-    urls = {"dashboard": reverse("jobs-dashboard")}
+    urls = {"dashboard": reverse("admin:jobs_job_dashboard")}
     for model in admin.site._registry:
         name = f"{model._meta.app_label}_{model._meta.model_name}"
         urls[name] = reverse(f"admin:{name}_changelist")

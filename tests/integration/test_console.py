@@ -23,7 +23,7 @@ from tests.support import factories
 pytestmark = pytest.mark.django_db
 
 LIST = reverse("admin:jobs_job_changelist")
-DASHBOARD = reverse("jobs-dashboard")
+DASHBOARD = reverse("admin:jobs_job_dashboard")
 
 
 @pytest.fixture

@@ -92,7 +92,7 @@ def test_every_list_query_is_served_by_an_index_and_none_counts_the_table(consol
     assert "jobs_job_claimable" in plan(page_query(console, "?queue=email&state=queued"))
     # The detail page and the dashboard.
     job = Job.objects.filter(state=State.DEAD).first()
-    for url in (reverse("admin:jobs_job_change", args=[job.pk]), reverse("jobs-dashboard")):
+    for url in (reverse("admin:jobs_job_change", args=[job.pk]), reverse("admin:jobs_job_dashboard")):
         for sql in job_table_queries(console, url):
             shown = plan(sql)
             assert "Seq Scan on jobs_job " not in shown + " ", f"{url}\n{sql}\n{shown}"

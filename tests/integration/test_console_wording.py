@@ -31,7 +31,7 @@ def test_a_workers_load_is_jobs_on_processes_not_a_fraction(admin_client: Client
     # Two executor processes may run three jobs between them (threads, async handlers).
     Worker.objects.create(hostname="worker-a", pid=41, queues="default:1", concurrency=2, jobs_in_hand=3)
     Worker.objects.create(hostname="worker-b", pid=42, queues="default:1", concurrency=1, jobs_in_hand=1)
-    body = admin_client.get(reverse("jobs-dashboard") + "?part=body").content.decode()
+    body = admin_client.get(reverse("admin:jobs_job_dashboard") + "?part=body").content.decode()
     assert "3 jobs on 2 processes" in body and "1 job on 1 process" in body
     assert "3/2" not in body and "in hand" not in body
     listed = admin_client.get(reverse("admin:jobs_worker_changelist")).content.decode()
@@ -42,7 +42,7 @@ def test_dates_are_written_one_way_in_lists_the_dashboard_and_django_fields(admi
     started = timezone.now() - timedelta(days=3)
     Worker.objects.create(hostname="worker-a", pid=41, queues="default:1", concurrency=1, started_at=started)
     compact = moment(started)
-    assert compact in admin_client.get(reverse("jobs-dashboard")).content.decode()
+    assert compact in admin_client.get(reverse("admin:jobs_job_dashboard")).content.decode()
     assert f">{compact}</time>" in admin_client.get(reverse("admin:jobs_worker_changelist")).content.decode()
     # Where Django writes a date itself (a read-only field, another app's list): the same
     # pattern, with the year.

@@ -101,8 +101,8 @@ class Command(BaseCommand):
             "search trace id": "/admin/jobs/job/?q=order-7000",
             "search job id": f"/admin/jobs/job/?q={dead_id}",
             "detail page": f"/admin/jobs/job/{dead_id}/change/",
-            "dashboard": "/admin/jobs/dashboard/",
-            "dashboard refresh": "/admin/jobs/dashboard/?part=body",
+            "dashboard": "/admin/jobs/job/dashboard/",
+            "dashboard refresh": "/admin/jobs/job/dashboard/?part=body",
         }
         self.stdout.write(f"{'page':<28}{'median ms':>11}{'max ms':>9}")
         with override_settings(ALLOWED_HOSTS=["*"], DEBUG=False):
