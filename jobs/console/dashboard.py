@@ -18,6 +18,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
+from django.views.decorators.http import require_safe
 
 from .. import stats
 from ..conf import WORKER_EXPIRE_AFTER_SECONDS as EXPIRE_AFTER_SECONDS
@@ -27,6 +28,7 @@ from . import changelist
 REFRESH_SECONDS = 5
 
 
+@require_safe  # a page to read: its buttons post to the job admin's own routes
 def view(request: HttpRequest) -> HttpResponse:
     if not request.user.has_perm("jobs.view_job"):
         raise PermissionDenied

@@ -341,6 +341,8 @@ def test_a_running_job_cancelled_by_an_operator_stops_at_its_next_check(tmp_path
         store.cancel(job_id)
         # The handler's next progress report (within a second of checks) raises JobCancelled.
         wait_until(lambda: side_effect_counts().get("cancel-me:stopped") == 1, timeout=15)
+        # The cancel was a request: the attempt's outcome, written by the worker, ends it.
+        wait_until(lambda: Job.objects.get(id=job_id).state == State.CANCELLED, timeout=15)
     job = Job.objects.get(id=job_id)
     assert job.state == State.CANCELLED and job.result is None
     # It stopped early: far from the last of its 600 steps.
