@@ -8,44 +8,53 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import MISSING, dataclass, fields, replace
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
 import psycopg
 from django.db import connections
-from django.tasks import Task, TaskResult
+from django.tasks import Task
 from django.tasks.backends.base import BaseTaskBackend
-from django.tasks.base import TASK_REFRESH_ATTRS, TaskError
 from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist
 from django.utils import timezone
 
 from . import limits, observe, otel, pooler, signals, store
-from .conf import MAX_LEASE_SECONDS, MIN_LEASE_SECONDS, JobsSettings, backend_alias, jobs_settings
+from .conf import JobsSettings, backend_alias, jobs_settings
 from .exceptions import BadTaskOptions, InvalidPayload
 from .ids import uuid7, uuid7_many
-from .limits import InvalidLimit, LimitSpec, task_limit_name
+from .limits import LimitSpec, task_limit_name
 from .models import Job, Limit
-from .ownership import MAX_OWNER_LENGTH, owner_key
-from .payloads import ArgumentCheck, dump_payload, stored_value, unstorable_text
-from .progress import view as progress_view
+from .options import (
+    JOB_OPTIONS,
+    MAX_DEDUPE_KEY_LENGTH,
+    MAX_TRACE_ID_LENGTH,
+    JobOptions,
+    check_task_options,
+    non_retryable_paths,
+)
+from .ownership import owner_key
+from .payloads import ArgumentCheck, dump_payload
 from .registry import exception_classes, on_backend, resolve_task
+from .results import JobResult, result_from_job
 from .retry import RetryPolicy
-from .states import TASK_STATUS, State
 
-# Longest dedupe key and trace id accepted at enqueue (characters).
-MAX_DEDUPE_KEY_LENGTH = 500
-MAX_TRACE_ID_LENGTH = 200
+# Names users and the engine import from here; options and results live in their own modules.
+__all__ = [
+    "JOB_OPTIONS",
+    "MAX_DEDUPE_KEY_LENGTH",
+    "MAX_TRACE_ID_LENGTH",
+    "JobOptions",
+    "JobResult",
+    "JobTask",
+    "PostgresBackend",
+    "check_payload",
+    "enqueue_many",
+]
+
 # Database aliases this process found reachable directly or through a pooler in session
 # mode, where prepared enqueues are safe (pooler.refuse_transaction_pooler).
 _direct_or_session: set[str] = set()
-
-# Options that @task(...) and .using(...) accept beyond Django's own.
-JOB_OPTIONS = (
-    "max_attempts", "backoff_base", "backoff_cap", "jitter", "timeout", "soft_timeout",
-    "lease_seconds", "non_retryable", "dedupe_key", "dedupe_window", "trace_id",
-    "owner", "public", "expires_at", "rate_limit", "burst", "concurrency_limit", "limit", "limit_key",
-)  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -101,20 +110,14 @@ class JobTask(Task):
 
     def retry_policy(self) -> RetryPolicy:
         conf = jobs_settings()
-        return RetryPolicy(
-            max_attempts=self.max_attempts or conf.DEFAULT_MAX_ATTEMPTS,
-            backoff_base=conf.BACKOFF_BASE if self.backoff_base is None else self.backoff_base,
-            backoff_cap=conf.BACKOFF_CAP if self.backoff_cap is None else self.backoff_cap,
-            jitter=self.jitter,
-            non_retryable=exception_classes(self.non_retryable_paths(), owner=self.module_path),
+        options = JobOptions.of_task(self, default_max_attempts=conf.DEFAULT_MAX_ATTEMPTS)
+        return options.retry_policy(
+            task_path=self.module_path, backoff_base=conf.BACKOFF_BASE, backoff_cap=conf.BACKOFF_CAP
         )
 
     def non_retryable_paths(self) -> tuple[str, ...]:
         """``non_retryable`` as dotted paths, the way a job row stores them."""
-        return tuple(
-            entry if isinstance(entry, str) else f"{entry.__module__}.{entry.__qualname__}"
-            for entry in self.non_retryable
-        )
+        return non_retryable_paths(self.non_retryable)
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,91 +128,10 @@ class _Template:
     task_path: str
     queue_name: str
     priority: int
-    max_attempts: int
-    timeout: float | None
-    lease_seconds: float | None
-    backoff_base: float | None
-    backoff_cap: float | None
-    jitter: bool | None
-    soft_timeout: float | None
-    non_retryable: tuple[str, ...]
+    # JobOptions.columns() of the task's options, made once: every job of it has them.
+    columns: dict[str, Any]
     arguments: ArgumentCheck
     limit_name: str | None
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class JobResult(TaskResult):  # type: ignore[misc]  # frozen at run time, not in the stubs
-    """A TaskResult that also tells whether enqueue found an existing job by dedupe key,
-    and what its handler last reported (jobs/progress.py: done, total, percent, message,
-    updated_at; None if it never did)."""
-
-    deduplicated: bool = False
-    progress: dict[str, Any] | None = None
-
-    @classmethod
-    def of_new_job(
-        cls,
-        task: Task,
-        job: store.NewJob,
-        *,
-        enqueued_at: datetime,
-        backend: str,
-        args: Sequence[Any],
-        kwargs: dict[str, Any],
-    ) -> JobResult:
-        """The result of a job just inserted, of these ``args`` and ``kwargs``. They are what
-        the handler will get (payloads.stored_value: copied when JSON keeps them as they are,
-        else decoded from the JSON stored), and the dataclass's __init__ is not run: a bulk
-        enqueue makes thousands of these."""
-        result = cls.__new__(cls)
-        _set_task(result, task)
-        _set_id(result, str(job.id))
-        _set_status(result, _QUEUED)
-        _set_enqueued_at(result, enqueued_at)
-        _set_started_at(result, None)
-        _set_finished_at(result, None)
-        _set_last_attempted_at(result, None)
-        _set_args(result, stored_value(args, job.args))
-        _set_kwargs(result, stored_value(kwargs, job.kwargs))
-        _set_backend(result, backend)
-        _set_errors(result, [])
-        _set_worker_ids(result, [])
-        _set_return_value(result, None)
-        _set_deduplicated(result, False)
-        _set_progress(result, None)
-        for name, default, factory in _OTHER_RESULT_FIELDS:
-            object.__setattr__(result, name, factory() if factory is not None else default)
-        return result
-
-    def refresh(self) -> None:
-        refreshed = self.task.get_backend().get_result(self.id)
-        for attr in (*TASK_REFRESH_ATTRS, "progress"):
-            object.__setattr__(self, attr, getattr(refreshed, attr))
-
-
-# JobResult.of_new_job sets the fields through their slots' own setters: the frozen
-# dataclass's fields, without the lookup object.__setattr__ makes each time (half the cost
-# of a result, of which a bulk enqueue makes thousands). The fields it does not set, with
-# their defaults, are those a later Django adds to TaskResult.
-_QUEUED = TASK_STATUS[State.QUEUED]
-_SET_BY_OF_NEW_JOB = (
-    "task", "id", "status", "enqueued_at", "started_at", "finished_at", "last_attempted_at", "args",
-    "kwargs", "backend", "errors", "worker_ids", "_return_value", "deduplicated", "progress",
-)  # fmt: skip
-(
-    _set_task, _set_id, _set_status, _set_enqueued_at, _set_started_at, _set_finished_at,
-    _set_last_attempted_at, _set_args, _set_kwargs, _set_backend, _set_errors, _set_worker_ids,
-    _set_return_value, _set_deduplicated, _set_progress,
-) = (getattr(JobResult, name).__set__ for name in _SET_BY_OF_NEW_JOB)  # fmt: skip
-_OTHER_RESULT_FIELDS = [
-    (
-        f.name,
-        None if f.default is MISSING else f.default,
-        None if f.default_factory is MISSING else f.default_factory,
-    )
-    for f in fields(JobResult)
-    if f.name not in _SET_BY_OF_NEW_JOB
-]
 
 
 class PostgresBackend(BaseTaskBackend):
@@ -234,92 +156,8 @@ class PostgresBackend(BaseTaskBackend):
                 f"Configured queues: {', '.join(sorted(self.queues))}."
             )
         super().validate_task(task)
-        if not isinstance(task, JobTask):
-            return
-        if task.max_attempts is not None and (
-            not isinstance(task.max_attempts, int) or task.max_attempts < 1
-        ):
-            raise InvalidTask("max_attempts must be a whole number of at least 1.")
-        for name in ("backoff_base", "backoff_cap", "timeout", "soft_timeout", "dedupe_window"):
-            value = getattr(task, name)
-            if value is not None and not (isinstance(value, int | float) and value > 0):
-                raise InvalidTask(f"{name} must be a positive number of seconds.")
-        if task.lease_seconds is not None and not (
-            MIN_LEASE_SECONDS <= task.lease_seconds <= MAX_LEASE_SECONDS
-        ):
-            raise InvalidTask(
-                f"lease_seconds must be between {MIN_LEASE_SECONDS:g} and {MAX_LEASE_SECONDS:g} "
-                "(extended every third of it, a lease must leave room for a stalled extension "
-                "to be noticed and retried)."
-            )
-        if task.soft_timeout and task.timeout and task.soft_timeout >= task.timeout:
-            raise InvalidTask("soft_timeout must be shorter than timeout.")
-        if task.dedupe_key is not None and not _bounded_text(task.dedupe_key, MAX_DEDUPE_KEY_LENGTH):
-            raise InvalidTask(
-                f"dedupe_key must be a non-empty string of at most {MAX_DEDUPE_KEY_LENGTH} characters "
-                f"without NUL (hash a longer key, e.g. hashlib.sha256(key).hexdigest()), "
-                f"not {task.dedupe_key!r:.80}."
-            )
-        if task.dedupe_window is not None and not task.dedupe_key:
-            raise InvalidTask("dedupe_window needs a dedupe_key.")
-        if task.trace_id is not None and not _bounded_text(task.trace_id, MAX_TRACE_ID_LENGTH):
-            raise InvalidTask(
-                f"trace_id must be a non-empty string of at most {MAX_TRACE_ID_LENGTH} characters "
-                f"without NUL, not {task.trace_id!r:.80}."
-            )
-        if not isinstance(task.jitter, bool):
-            raise InvalidTask("jitter must be True or False.")
-        if not isinstance(task.non_retryable, tuple | list):
-            raise InvalidTask("non_retryable must be a tuple of exception classes or dotted paths.")
-        for entry in task.non_retryable:
-            # Dotted paths are imported at enqueue (_options), not here: @task runs while
-            # its module is still being imported, and the class named may come later.
-            is_class = isinstance(entry, type) and issubclass(entry, BaseException)
-            if not isinstance(entry, str) and not is_class:
-                raise InvalidTask(
-                    f"non_retryable entries are exception classes or dotted paths, not {entry!r}."
-                )
-        owner = task.owner
-        if owner is not None and not (
-            isinstance(owner, str) and 0 < len(owner) <= MAX_OWNER_LENGTH and not unstorable_text(owner)
-        ):
-            raise InvalidTask(
-                f"owner must be a model instance or a string of 1 to {MAX_OWNER_LENGTH} characters."
-            )
-        if not isinstance(task.public, bool):
-            raise InvalidTask("public must be True or False.")
-        self._validate_limit(task)
-        if task.expires_at is not None:
-            if not isinstance(task.expires_at, datetime):
-                raise InvalidTask("expires_at must be a datetime.")
-            if timezone.is_naive(task.expires_at):
-                raise InvalidTask("expires_at must be an aware datetime (naive ones are ambiguous).")
-
-    def _validate_limit(self, task: JobTask) -> None:
-        own = task.rate_limit is not None or task.concurrency_limit is not None or task.burst is not None
-        if own and task.limit is not None:
-            raise InvalidTask(
-                "a task has either limits of its own (rate_limit, concurrency_limit) or limit=, not both."
-            )
-        if task.burst is not None and task.rate_limit is None:
-            raise InvalidTask("burst needs a rate_limit.")
-        if own:
-            try:
-                LimitSpec.build(
-                    task_limit_name(task.module_path), rate=task.rate_limit, burst=task.burst,
-                    concurrency=task.concurrency_limit,
-                )  # fmt: skip
-            except InvalidLimit as exc:
-                raise InvalidTask(str(exc)) from exc
-        if task.limit is not None and not (isinstance(task.limit, str) and task.limit):
-            raise InvalidTask(f"limit names a limit (a non-empty string), not {task.limit!r}.")
-        if task.limit_key is not None:
-            if task.limit is None and not own:
-                raise InvalidTask("limit_key needs a limit (limit=, rate_limit= or concurrency_limit=).")
-            if not _bounded_text(task.limit_key, MAX_DEDUPE_KEY_LENGTH):
-                raise InvalidTask(
-                    f"limit_key must be a non-empty string of at most {MAX_DEDUPE_KEY_LENGTH} characters."
-                )
+        if isinstance(task, JobTask):
+            check_task_options(task)
 
     def _limit_of(self, options: JobTask) -> str | None:
         """The name of the limit the task's jobs are under, made sure to exist in the
@@ -359,11 +197,11 @@ class PostgresBackend(BaseTaskBackend):
         # A task made for another backend (enqueued here directly, or after TASKS changed)
         # is checked against this one's queues and rules, as Django's backends check it.
         self.validate_task(task)
-        non_retryable = options.non_retryable_paths()
+        job_options = JobOptions.of_task(options, default_max_attempts=conf.DEFAULT_MAX_ATTEMPTS)
         try:
             # Dotted paths are imported here, at enqueue, not by @task: a decorator runs
             # while its module is still being imported, and the class named may come later.
-            exception_classes(non_retryable, owner=task.module_path)
+            exception_classes(job_options.non_retryable, owner=task.module_path)
         except BadTaskOptions as exc:
             raise InvalidTask(str(exc)) from exc
         template = _Template(
@@ -371,16 +209,8 @@ class PostgresBackend(BaseTaskBackend):
             task_path=task.module_path,
             queue_name=task.queue_name,
             priority=task.priority,
-            max_attempts=options.max_attempts or conf.DEFAULT_MAX_ATTEMPTS,
-            # Unset: the worker's JOBS_DEFAULT_TIMEOUT and JOBS_LEASE_SECONDS apply.
-            timeout=options.timeout,
-            lease_seconds=options.lease_seconds,
-            backoff_base=options.backoff_base,
-            backoff_cap=options.backoff_cap,
-            # NULL on the row is the default (jitter on).
-            jitter=None if options.jitter else False,
-            soft_timeout=options.soft_timeout,
-            non_retryable=non_retryable,
+            # Unset timeout and lease: the worker's JOBS_DEFAULT_TIMEOUT and JOBS_LEASE_SECONDS.
+            columns=job_options.columns(),
             arguments=ArgumentCheck(task.func, takes_context=task.takes_context),
             limit_name=self._limit_of(options),
         )
@@ -419,14 +249,7 @@ class PostgresBackend(BaseTaskBackend):
             args=args_json,
             kwargs=kwargs_json,
             run_at=task.run_after,
-            max_attempts=template.max_attempts,
-            timeout=template.timeout,
-            lease_seconds=template.lease_seconds,
-            backoff_base=template.backoff_base,
-            backoff_cap=template.backoff_cap,
-            jitter=template.jitter,
-            soft_timeout=template.soft_timeout,
-            non_retryable=template.non_retryable,
+            **template.columns,
             dedupe_key=options.dedupe_key if options else None,
             dedupe_window=options.dedupe_window if options else None,
             # The trace of the code enqueueing (a request, a job's handler: jobs.observe);
@@ -619,34 +442,8 @@ class PostgresBackend(BaseTaskBackend):
         return self.result_from_job(job)
 
     def result_from_job(self, job: Job) -> JobResult:
-        task = on_backend(resolve_task(job.task_path), self.alias)
-        if task.queue_name != job.queue_name or task.priority != job.priority:
-            task = replace(task, queue_name=job.queue_name, priority=job.priority)
-        result = JobResult(
-            task=task,
-            id=str(job.id),
-            status=TASK_STATUS[State(job.state)],
-            enqueued_at=job.created_at,
-            started_at=job.started_at,
-            finished_at=job.finished_at,
-            last_attempted_at=job.last_attempted_at,
-            args=job.args,
-            kwargs=job.kwargs,
-            backend=self.alias,
-            errors=[
-                TaskError(exception_class_path=e.get("exception", ""), traceback=e.get("traceback", ""))
-                for e in job.errors
-            ],
-            worker_ids=[str(w) for w in job.worker_ids],
-            progress=progress_view(job.progress),
-        )
-        if job.state == State.SUCCEEDED:
-            object.__setattr__(result, "_return_value", job.result)
-        return result
-
-
-def _bounded_text(value: object, limit: int) -> bool:
-    return isinstance(value, str) and 0 < len(value) <= limit and not unstorable_text(value)
+        """The result of the job on this row, as this backend reports it."""
+        return result_from_job(job, backend=self.alias)
 
 
 def enqueue_many(task: Task, calls: Iterable[tuple[Sequence[Any], dict[str, Any]]]) -> list[JobResult]:

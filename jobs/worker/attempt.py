@@ -39,9 +39,10 @@ from .. import otel, signals
 from ..conf import backend_alias
 from ..exceptions import BadPayload, JobsError, UnknownTask
 from ..observe import current_trace
+from ..options import JobOptions
 from ..payloads import ArgumentCheck, check_result, error_record, load_payload
 from ..progress import Sink, Tracker
-from ..registry import exception_classes, on_backend, resolve_task
+from ..registry import on_backend, resolve_task
 from ..retry import RetryPolicy, decide
 from ..store import Claimed
 from .config import WorkerConfig
@@ -145,15 +146,7 @@ class Attempts:
         )
         policy = self.policies.get(key)
         if policy is None:
-            policy = policy_from_row(
-                self.config,
-                task_path=row.task_path,
-                max_attempts=row.max_attempts,
-                backoff_base=row.backoff_base,
-                backoff_cap=row.backoff_cap,
-                jitter=row.jitter,
-                non_retryable=row.non_retryable,
-            )
+            policy = policy_from_row(self.config, task_path=row.task_path, options=JobOptions.from_row(row))
             if len(self.policies) < 256:
                 self.policies[key] = policy
         return policy
@@ -275,26 +268,13 @@ def run(attempts: Attempts, row: Claimed, started: float, call: Callable[[Begun]
     return perform(attempts, begun, call)
 
 
-def policy_from_row(
-    config: WorkerConfig,
-    *,
-    task_path: str,
-    max_attempts: int,
-    backoff_base: float | None,
-    backoff_cap: float | None,
-    jitter: bool | None,
-    non_retryable: list[str],
-) -> RetryPolicy:
+def policy_from_row(config: WorkerConfig, *, task_path: str, options: JobOptions) -> RetryPolicy:
     """A job's retry policy from the options kept on its row (the task's own and those of
     .using() alike), else the worker's settings: the same on every path that decides an
     outcome (executor, supervisor's settlements, reaper). BadTaskOptions if a
     non_retryable path does not import."""
-    return RetryPolicy(
-        max_attempts=max_attempts,
-        backoff_base=config.backoff_base if backoff_base is None else backoff_base,
-        backoff_cap=config.backoff_cap if backoff_cap is None else backoff_cap,
-        jitter=True if jitter is None else jitter,
-        non_retryable=exception_classes(non_retryable or (), owner=task_path),
+    return options.retry_policy(
+        task_path=task_path, backoff_base=config.backoff_base, backoff_cap=config.backoff_cap
     )
 
 

@@ -47,6 +47,7 @@ import psycopg
 
 from .. import stats, store
 from ..db import Connection, is_conflict, is_connection_lost, listen_libpq
+from ..options import JobOptions
 from ..payloads import error_record
 from ..retry import decide
 from ..store import workflows as workflow_store
@@ -515,20 +516,15 @@ class Housekeeper:
             return None
         task_path, max_attempts, base, cap, jitter, non_retryable, queue_name = row
         try:
-            policy = policy_from_row(
-                self.config,
-                task_path=task_path,
-                max_attempts=max_attempts,
-                backoff_base=base,
-                backoff_cap=cap,
-                jitter=jitter,
-                non_retryable=non_retryable,
-            )
+            options = JobOptions(
+                max_attempts=max_attempts, backoff_base=base, backoff_cap=cap, jitter=jitter,
+                non_retryable=tuple(non_retryable or ()),
+            )  # fmt: skip
+            policy = policy_from_row(self.config, task_path=task_path, options=options)
         except Exception:  # noqa: BLE001 - a bad option on the row: the worker's defaults
             policy = policy_from_row(
-                self.config, task_path=task_path, max_attempts=max_attempts, backoff_base=None,
-                backoff_cap=None, jitter=None, non_retryable=[],
-            )  # fmt: skip
+                self.config, task_path=task_path, options=JobOptions(max_attempts=max_attempts)
+            )
         decision = decide(_Failure(error["message"]), attempt=attempt, policy=policy)
         outcome: Outcome = {
             "id": str(job_id),
