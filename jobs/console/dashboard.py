@@ -11,6 +11,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from django.contrib import admin
+from django.contrib.admin.templatetags.admin_urls import admin_urlname
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
@@ -28,14 +29,14 @@ REFRESH_SECONDS = 5
 
 
 def view(request: HttpRequest) -> HttpResponse:
-    if not request.user.has_perm("jobs.view_job"):
+    if not request.user.has_perm(f"{Job._meta.app_label}.view_job"):
         raise PermissionDenied
     context = {
         **admin.site.each_context(request),
         "title": "Jobs dashboard",
         "opts": Job._meta,
         "refresh_ms": REFRESH_SECONDS * 1000,
-        "may_pause": request.user.has_perm("jobs.pause_queue"),
+        "may_pause": request.user.has_perm(f"{Job._meta.app_label}.pause_queue"),
         **snapshot(),
     }
     template = (
@@ -47,7 +48,7 @@ def view(request: HttpRequest) -> HttpResponse:
 def snapshot(*, now: datetime | None = None) -> dict[str, Any]:
     """Everything the dashboard shows, from the aggregates."""
     current = stats.queue_stats(now=now)
-    list_url = reverse("admin:jobs_job_changelist")
+    list_url = reverse(admin_urlname(Job._meta, "changelist"))
     queues = [
         {
             "name": name,

@@ -29,10 +29,12 @@ def console(job_id: str) -> dict:
     from django.contrib.admin.templatetags.admin_urls import admin_urlname
     from django.contrib.auth import get_user_model
     from django.test import Client
+    from django.test.utils import setup_test_environment
     from django.urls import reverse
 
     from jobs.models import Job
 
+    setup_test_environment()  # the responses then name the templates they rendered
     opts = Job._meta
     user, _ = get_user_model().objects.get_or_create(
         username="ops", defaults={"is_staff": True, "is_superuser": True}

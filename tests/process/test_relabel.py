@@ -34,6 +34,7 @@ class JobQueueConfig(JobsConfig):
 INSTALLED_APPS = [  # noqa: F405
     f"{__name__}.JobQueueConfig" if app == "jobs" else app for app in INSTALLED_APPS  # noqa: F405
 ]
+ALLOWED_HOSTS = [*ALLOWED_HOSTS, "testserver"]  # noqa: F405 - the test client's host
 """
 
 
