@@ -158,7 +158,9 @@ def _missing_migration(conn: psycopg.Connection) -> str | None:
     module at the start of every worker."""
     latest = max(path.stem for path in _MIGRATIONS.glob("[0-9][0-9][0-9][0-9]_*.py"))
     # Recorded under the label the engine is installed with (a project may relabel it).
-    label = apps.get_containing_app_config(__name__).label
+    engine = apps.get_containing_app_config(__name__)
+    assert engine is not None, "the jobs app is not in INSTALLED_APPS"
+    label = engine.label
     try:
         applied = conn.execute(
             "SELECT 1 FROM django_migrations WHERE app = %s AND name = %s", (label, latest)

@@ -12,7 +12,6 @@ from typing import Any
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
 from django.contrib.admin.models import ADDITION, CHANGE, DELETION, LogEntry
-from django.contrib.admin.templatetags.admin_urls import admin_urlname
 from django.contrib.admin.utils import unquote
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
@@ -28,6 +27,7 @@ from ..exceptions import InvalidPayload, JobsError
 from ..models import FINISHED_STATES, Job, PausedQueue
 from ..states import State
 from . import changelist, dashboard
+from .names import admin_url_name
 
 # Jobs one bulk action (replay, cancel, discard) touches at most; the confirmation page
 # says how many match.
@@ -98,7 +98,7 @@ class JobActions:
             after = Job.objects.values_list("state", flat=True).get(id=job.id)
             self._log(request, [job], f"{verb}: {before} -> {after}")
             self.message_user(request, f"{verb} job {job.id}.", messages.SUCCESS)
-        return HttpResponseRedirect(reverse(admin_urlname(self.opts, "change"), args=[job.pk]))
+        return HttpResponseRedirect(reverse(admin_url_name(self.opts, "change"), args=[job.pk]))
 
     def edit_replay_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
         if not self.has_edit_replay_permission(request):
@@ -129,7 +129,7 @@ class JobActions:
                     f"now args={json.dumps(args)} kwargs={json.dumps(kwargs)}",
                 )
                 self.message_user(request, f"Replayed job {job.id} with the new arguments.", messages.SUCCESS)
-                return HttpResponseRedirect(reverse(admin_urlname(self.opts, "change"), args=[job.pk]))
+                return HttpResponseRedirect(reverse(admin_url_name(self.opts, "change"), args=[job.pk]))
         context = {
             **self.admin_site.each_context(request),
             "opts": self.opts,
@@ -167,7 +167,7 @@ class JobActions:
             self.message_user(request, f"{verb} queue {queue}.", messages.SUCCESS)
         else:
             self.message_user(request, f"Queue {queue} was already {verb.lower()}.", messages.WARNING)
-        dashboard_url = reverse(admin_urlname(self.opts, "dashboard"))
+        dashboard_url = reverse(admin_url_name(self.opts, "dashboard"))
         target = request.POST.get("next") or dashboard_url
         if not target.startswith("/") or target.startswith("//"):
             target = dashboard_url

@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin
-from django.contrib.admin.templatetags.admin_urls import admin_urlname
 from django.contrib.admin.utils import unquote
 from django.db.models import Exists, OuterRef, QuerySet
 from django.db.models.expressions import RawSQL
@@ -31,6 +30,7 @@ from . import limits as limit_admin  # noqa: F401 - registers the limit pages
 from .actions import CANCELLABLE, REPLAYABLE, JobActions
 from .dashboard import running_on
 from .moments import moment_column, moment_html
+from .names import admin_url_name
 
 # What the list loads: never the payload, result or tracebacks.
 _LIST_COLUMNS = (
@@ -365,7 +365,7 @@ def _links(job: Job) -> list[tuple[str, str]]:
     if fire is not None:
         found.append(
             (
-                reverse(admin_urlname(Schedule._meta, "change"), args=[fire.schedule_id]),
+                reverse(admin_url_name(Schedule._meta, "change"), args=[fire.schedule_id]),
                 f"schedule {fire.schedule.name}",
             )
         )
@@ -375,7 +375,7 @@ def _links(job: Job) -> list[tuple[str, str]]:
         if "job_id" not in {f.name for f in model._meta.get_fields()}:
             continue
         if model._default_manager.filter(job_id=job.id).exists():
-            url = reverse(admin_urlname(model._meta, "changelist"))
+            url = reverse(admin_url_name(model._meta, "changelist"))
             found.append((f"{url}?job_id={job.id}", str(model._meta.verbose_name_plural)))
     return found
 

@@ -11,7 +11,6 @@ from typing import Any
 from urllib.parse import urlencode
 
 from django.contrib import admin
-from django.contrib.admin.templatetags.admin_urls import admin_urlname
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
@@ -24,6 +23,7 @@ from .. import stats
 from ..conf import WORKER_EXPIRE_AFTER_SECONDS as EXPIRE_AFTER_SECONDS
 from ..models import Job, Worker
 from . import changelist
+from .names import admin_url_name
 
 REFRESH_SECONDS = 5
 
@@ -48,7 +48,7 @@ def view(request: HttpRequest) -> HttpResponse:
 def snapshot(*, now: datetime | None = None) -> dict[str, Any]:
     """Everything the dashboard shows, from the aggregates."""
     current = stats.queue_stats(now=now)
-    list_url = reverse(admin_urlname(Job._meta, "changelist"))
+    list_url = reverse(admin_url_name(Job._meta, "changelist"))
     queues = [
         {
             "name": name,

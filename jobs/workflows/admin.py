@@ -10,7 +10,6 @@ import uuid
 from typing import Any
 
 from django.contrib import admin, messages
-from django.contrib.admin.templatetags.admin_urls import admin_urlname
 from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
@@ -22,6 +21,7 @@ from django.utils.safestring import mark_safe
 from django.utils.translation import ngettext
 
 from ..console.moments import deadline, moment_column
+from ..console.names import admin_url_name
 from ..exceptions import JobsError
 from ..models import Job
 from ..models import Workflow as WorkflowRow
@@ -119,7 +119,7 @@ class WorkflowAdmin(admin.ModelAdmin):
         row = get_object_or_404(WorkflowRow, id=_uuid_or_404(object_id))
         run = Workflow(row.id)
         nodes = run.nodes
-        job_change = admin_urlname(Job._meta, "change")
+        job_change = admin_url_name(Job._meta, "change")
         svg = graph.render(nodes, job_url=lambda job_id: reverse(job_change, args=[job_id]))
         compensating = {n.id for n in nodes if n.kind == "compensation"}
         steps = [n for n in nodes if n.kind == "step" and n.parent not in compensating]
@@ -223,7 +223,7 @@ def _act(request: HttpRequest, action: Any) -> str | None:
 
 
 def _back(workflow_id: uuid.UUID) -> HttpResponseRedirect:
-    return HttpResponseRedirect(reverse(admin_urlname(WorkflowRow._meta, "change"), args=[workflow_id]))
+    return HttpResponseRedirect(reverse(admin_url_name(WorkflowRow._meta, "change"), args=[workflow_id]))
 
 
 def _uuid_or_404(value: str) -> uuid.UUID:
