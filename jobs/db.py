@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import psycopg
+from django.apps import apps
 from django.conf import settings
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.types.json import set_json_loads
@@ -156,9 +157,13 @@ def _missing_migration(conn: psycopg.Connection) -> str | None:
     Read from the file names, not Django's migration loader: no import of every migration
     module at the start of every worker."""
     latest = max(path.stem for path in _MIGRATIONS.glob("[0-9][0-9][0-9][0-9]_*.py"))
+    # Recorded under the label the engine is installed with (a project may relabel it).
+    engine = apps.get_containing_app_config(__name__)
+    assert engine is not None, "the jobs app is not in INSTALLED_APPS"
+    label = engine.label
     try:
         applied = conn.execute(
-            "SELECT 1 FROM django_migrations WHERE app = 'jobs' AND name = %s", (latest,)
+            "SELECT 1 FROM django_migrations WHERE app = %s AND name = %s", (label, latest)
         ).fetchone()
     except psycopg.errors.UndefinedTable:  # never migrated at all
         return latest

@@ -12,7 +12,8 @@ from .console import replica
 
 class ReplicaRouter:
     def db_for_read(self, model: type[Any], **hints: Any) -> str | None:
-        if model._meta.app_label == "jobs" and replica.reading_from_replica():
+        # By the app's module, not its label: a project may install the engine relabelled.
+        if model._meta.app_config.name == "jobs" and replica.reading_from_replica():
             return replica.REPLICA
         return None
 

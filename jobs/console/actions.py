@@ -27,6 +27,7 @@ from ..exceptions import InvalidPayload, JobsError
 from ..models import FINISHED_STATES, Job, PausedQueue
 from ..states import State
 from . import changelist, dashboard
+from .names import admin_url_name
 
 # Jobs one bulk action (replay, cancel, discard) touches at most; the confirmation page
 # says how many match.
@@ -53,17 +54,16 @@ class JobActions:
 
     def get_urls(self) -> list[Any]:
         wrap: Callable[..., Any] = self.admin_site.admin_view
+        # Names follow the admin's <app_label>_<model>_<page> pattern (reversed with
+        # admin_urlname), so they follow the label the engine is installed under.
+        name = f"{self.opts.app_label}_{self.opts.model_name}"
         return [
-            path("<path:object_id>/do/<str:operation>/", wrap(self.operate_view), name="jobs_job_operate"),
-            path("<path:object_id>/edit-replay/", wrap(self.edit_replay_view), name="jobs_job_edit_replay"),
-            path("queues/<str:queue>/<str:operation>/", wrap(self.queue_view), name="jobs_queue_operate"),
+            path("<path:object_id>/do/<str:operation>/", wrap(self.operate_view), name=f"{name}_operate"),
+            path("<path:object_id>/edit-replay/", wrap(self.edit_replay_view), name=f"{name}_edit_replay"),
+            path("queues/<str:queue>/<str:operation>/", wrap(self.queue_view), name=f"{name}_queue_operate"),
             # The dashboard is reached through the admin itself, so a site that mounts only
-            # admin.site.urls has it; its name follows the admin's <app>_<model>_<page> pattern.
-            path(
-                "dashboard/",
-                wrap(dashboard.view),
-                name=f"{self.opts.app_label}_{self.opts.model_name}_dashboard",
-            ),
+            # admin.site.urls has it.
+            path("dashboard/", wrap(dashboard.view), name=f"{name}_dashboard"),
             *super().get_urls(),  # type: ignore[misc]
         ]
 
@@ -98,7 +98,7 @@ class JobActions:
             after = Job.objects.values_list("state", flat=True).get(id=job.id)
             self._log(request, [job], f"{verb}: {before} -> {after}")
             self.message_user(request, f"{verb} job {job.id}.", messages.SUCCESS)
-        return HttpResponseRedirect(reverse("admin:jobs_job_change", args=[job.pk]))
+        return HttpResponseRedirect(reverse(admin_url_name(self.opts, "change"), args=[job.pk]))
 
     def edit_replay_view(self, request: HttpRequest, object_id: str) -> HttpResponse:
         if not self.has_edit_replay_permission(request):
@@ -129,7 +129,7 @@ class JobActions:
                     f"now args={json.dumps(args)} kwargs={json.dumps(kwargs)}",
                 )
                 self.message_user(request, f"Replayed job {job.id} with the new arguments.", messages.SUCCESS)
-                return HttpResponseRedirect(reverse("admin:jobs_job_change", args=[job.pk]))
+                return HttpResponseRedirect(reverse(admin_url_name(self.opts, "change"), args=[job.pk]))
         context = {
             **self.admin_site.each_context(request),
             "opts": self.opts,
@@ -167,7 +167,7 @@ class JobActions:
             self.message_user(request, f"{verb} queue {queue}.", messages.SUCCESS)
         else:
             self.message_user(request, f"Queue {queue} was already {verb.lower()}.", messages.WARNING)
-        dashboard_url = reverse(f"admin:{self.opts.app_label}_{self.opts.model_name}_dashboard")
+        dashboard_url = reverse(admin_url_name(self.opts, "dashboard"))
         target = request.POST.get("next") or dashboard_url
         if not target.startswith("/") or target.startswith("//"):
             target = dashboard_url

@@ -22,7 +22,7 @@ from django.utils.safestring import mark_safe
 from django.utils.text import Truncator
 
 from .. import selectors
-from ..models import FINISHED_STATES, FireRecord, Job, PausedQueue, Worker
+from ..models import FINISHED_STATES, FireRecord, Job, PausedQueue, Schedule, Worker
 from ..progress import view as progress_view
 from ..states import State
 from . import changelist, history
@@ -30,6 +30,7 @@ from . import limits as limit_admin  # noqa: F401 - registers the limit pages
 from .actions import CANCELLABLE, REPLAYABLE, JobActions
 from .dashboard import running_on
 from .moments import moment_column, moment_html
+from .names import admin_url_name
 
 # What the list loads: never the payload, result or tracebacks.
 _LIST_COLUMNS = (
@@ -74,7 +75,10 @@ class JobAdmin(JobActions, admin.ModelAdmin):
     list_max_show_all = 0
     show_full_result_count = False
     actions = ("replay_jobs", "cancel_jobs", "run_jobs_now", "discard_jobs")
+    # Named, not found by Django's admin/<app_label>/<model>/ lookup: the engine's templates
+    # serve a project that installs the engine under another label too.
     change_form_template = "admin/jobs/job/change_form.html"
+    change_list_template = "admin/jobs/job/change_list.html"
     fieldsets = (
         (None, {"fields": ("job", "state_shown", "links")}),
         ("Attempts", {"fields": ("attempt_history", "payload_history")}),
@@ -101,7 +105,7 @@ class JobAdmin(JobActions, admin.ModelAdmin):
         return super().has_delete_permission(request, obj)
 
     def _may(self, request: HttpRequest, codename: str) -> bool:
-        return request.user.has_perm(f"jobs.{codename}")
+        return request.user.has_perm(f"{self.opts.app_label}.{codename}")
 
     def has_replay_permission(self, request: HttpRequest) -> bool:
         return self._may(request, "replay_job")
@@ -134,7 +138,7 @@ class JobAdmin(JobActions, admin.ModelAdmin):
     def get_queryset(self, request: HttpRequest) -> QuerySet[Job]:
         queryset = super().get_queryset(request)
         match = request.resolver_match
-        if match is not None and match.url_name == "jobs_job_changelist":
+        if match is not None and match.url_name == f"{self.opts.app_label}_{self.opts.model_name}_changelist":
             queryset = queryset.only(*_LIST_COLUMNS).annotate(
                 last_exception=RawSQL("errors -> -1 ->> 'exception'", []),
                 queue_paused=Exists(PausedQueue.objects.filter(name=OuterRef("queue_name"))),
@@ -360,7 +364,10 @@ def _links(job: Job) -> list[tuple[str, str]]:
     fire = FireRecord.objects.filter(job_id=job.id).select_related("schedule").first()
     if fire is not None:
         found.append(
-            (reverse("admin:jobs_schedule_change", args=[fire.schedule_id]), f"schedule {fire.schedule.name}")
+            (
+                reverse(admin_url_name(Schedule._meta, "change"), args=[fire.schedule_id]),
+                f"schedule {fire.schedule.name}",
+            )
         )
     for model in admin.site._registry:
         if model is Job or model is FireRecord:
@@ -368,7 +375,7 @@ def _links(job: Job) -> list[tuple[str, str]]:
         if "job_id" not in {f.name for f in model._meta.get_fields()}:
             continue
         if model._default_manager.filter(job_id=job.id).exists():
-            url = reverse(f"admin:{model._meta.app_label}_{model._meta.model_name}_changelist")
+            url = reverse(admin_url_name(model._meta, "changelist"))
             found.append((f"{url}?job_id={job.id}", str(model._meta.verbose_name_plural)))
     return found
 

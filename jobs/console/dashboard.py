@@ -24,20 +24,21 @@ from .. import stats
 from ..conf import WORKER_EXPIRE_AFTER_SECONDS as EXPIRE_AFTER_SECONDS
 from ..models import Job, Worker
 from . import changelist
+from .names import admin_url_name
 
 REFRESH_SECONDS = 5
 
 
 @require_safe  # a page to read: its buttons post to the job admin's own routes
 def view(request: HttpRequest) -> HttpResponse:
-    if not request.user.has_perm("jobs.view_job"):
+    if not request.user.has_perm(f"{Job._meta.app_label}.view_job"):
         raise PermissionDenied
     context = {
         **admin.site.each_context(request),
         "title": "Jobs dashboard",
         "opts": Job._meta,
         "refresh_ms": REFRESH_SECONDS * 1000,
-        "may_pause": request.user.has_perm("jobs.pause_queue"),
+        "may_pause": request.user.has_perm(f"{Job._meta.app_label}.pause_queue"),
         **snapshot(),
     }
     template = (
@@ -49,7 +50,7 @@ def view(request: HttpRequest) -> HttpResponse:
 def snapshot(*, now: datetime | None = None) -> dict[str, Any]:
     """Everything the dashboard shows, from the aggregates."""
     current = stats.queue_stats(now=now)
-    list_url = reverse("admin:jobs_job_changelist")
+    list_url = reverse(admin_url_name(Job._meta, "changelist"))
     queues = [
         {
             "name": name,

@@ -4,12 +4,13 @@ import django.db.models.deletion
 import django.db.models.functions.datetime
 import jobs.models
 from django.db import migrations, models
+from jobs.migrations import APP_LABEL
 
 
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('jobs', '0001_initial'),
+        (APP_LABEL, '0001_initial'),
     ]
 
     operations = [
@@ -51,7 +52,7 @@ class Migration(migrations.Migration):
                 ('outcome', models.TextField(choices=[('enqueued', 'Job enqueued'), ('skipped_overlap', 'Skipped: previous run unfinished')], default='enqueued')),
                 ('job_id', models.UUIDField(blank=True, null=True)),
                 ('fired_at', models.DateTimeField(db_default=django.db.models.functions.datetime.Now())),
-                ('schedule', models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.CASCADE, related_name='fires', to='jobs.schedule')),
+                ('schedule', models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.CASCADE, related_name='fires', to=f"{APP_LABEL}.schedule")),
             ],
             options={
                 'db_table': 'jobs_firerecord',

@@ -2,12 +2,13 @@
 
 import django.contrib.postgres.fields
 from django.db import migrations, models
+from jobs.migrations import APP_LABEL
 
 
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('jobs', '0005_job_owner_public_expiry'),
+        (APP_LABEL, '0005_job_owner_public_expiry'),
     ]
 
     operations = [

@@ -2,12 +2,13 @@
 
 import jobs.ids
 from django.db import migrations, models
+from jobs.migrations import APP_LABEL
 
 
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('jobs', '0007_scheduler_slot_identity'),
+        (APP_LABEL, '0007_scheduler_slot_identity'),
     ]
 
     operations = [

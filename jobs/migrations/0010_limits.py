@@ -2,6 +2,7 @@
 
 import django.db.models.functions.datetime
 from django.db import migrations, models
+from jobs.migrations import APP_LABEL
 
 # When a job under a limit stops running (succeeded, failed, retried, released, reaped,
 # cancelled: any way out of 'running'), its key gives the slot back and the next job of the
@@ -44,7 +45,7 @@ EXECUTE FUNCTION jobs_limit_left_running();
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('jobs', '0009_drop_worker_token_index'),
+        (APP_LABEL, '0009_drop_worker_token_index'),
     ]
 
     operations = [

@@ -2,6 +2,7 @@
 
 import django.db.models.functions.datetime
 from django.db import migrations, models
+from jobs.migrations import APP_LABEL
 
 
 # The console's counts per (queue, bucket) and attempts ended per minute, kept by
@@ -159,7 +160,7 @@ DROP INDEX IF EXISTS jobs_job_console_error;
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('jobs', '0010_limits'),
+        (APP_LABEL, '0010_limits'),
     ]
 
     operations = [

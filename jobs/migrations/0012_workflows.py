@@ -4,6 +4,7 @@ import django.db.models.deletion
 import django.db.models.functions.datetime
 import jobs.ids
 from django.db import migrations, models
+from jobs.migrations import APP_LABEL
 
 # The workflow engine inside the database. A step is a job row ('waiting' until reached);
 # chains, groups, chords, signal waits and compensations are jobs_workflow_node rows. When a
@@ -519,7 +520,7 @@ DROP FUNCTION IF EXISTS jobs_wf_job_finished(), jobs_wf_child_done(uuid, integer
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('jobs', '0011_console'),
+        (APP_LABEL, '0011_console'),
     ]
 
     operations = [
@@ -614,12 +615,12 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='workflownode',
             name='workflow',
-            field=models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.CASCADE, related_name='nodes', to='jobs.workflow'),
+            field=models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.CASCADE, related_name='nodes', to=f"{APP_LABEL}.workflow"),
         ),
         migrations.AddField(
             model_name='workflowsignal',
             name='workflow',
-            field=models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.CASCADE, related_name='signals', to='jobs.workflow'),
+            field=models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.CASCADE, related_name='signals', to=f"{APP_LABEL}.workflow"),
         ),
         migrations.AddIndex(
             model_name='workflownode',

@@ -1,9 +1,10 @@
 from django.db import migrations, models
+from jobs.migrations import APP_LABEL
 
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("jobs", "0012_workflows"),
+        (APP_LABEL, "0012_workflows"),
     ]
 
     operations = [

@@ -12,6 +12,7 @@ statement inserts).
 """
 
 from django.db import migrations
+from jobs.migrations import APP_LABEL
 
 WAKE_CHECK = """
 CREATE FUNCTION jobs_queue_has_due(queue text) RETURNS boolean
@@ -30,7 +31,7 @@ DROP_WAKE_CHECK = "DROP FUNCTION jobs_queue_has_due(text);"
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("jobs", "0013_progress"),
+        (APP_LABEL, "0013_progress"),
     ]
 
     operations = [

@@ -22,6 +22,7 @@ The workflow functions below replace those of 0012_workflows:
 """
 
 from django.db import migrations, models
+from jobs.migrations import APP_LABEL
 
 FUNCTIONS = r"""
 CREATE OR REPLACE FUNCTION jobs_wf_compensate_next(p_workflow uuid) RETURNS void
@@ -208,7 +209,7 @@ def _functions_of_0012() -> str:
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("jobs", "0014_wake_check"),
+        (APP_LABEL, "0014_wake_check"),
     ]
 
     operations = [

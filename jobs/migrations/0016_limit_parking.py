@@ -20,6 +20,7 @@ nothing.
 """
 
 from django.db import migrations, models
+from jobs.migrations import APP_LABEL
 
 LIMIT_TRIGGER = """
 CREATE OR REPLACE FUNCTION jobs_limit_left_running() RETURNS trigger
@@ -84,7 +85,7 @@ $$;
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("jobs", "0015_cancel_request"),
+        (APP_LABEL, "0015_cancel_request"),
     ]
 
     operations = [

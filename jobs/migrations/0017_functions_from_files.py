@@ -12,6 +12,7 @@ the latest migration that loaded it.
 """
 
 from django.db import migrations
+from jobs.migrations import APP_LABEL
 
 # The files this migration loads, with the digest (sha256, first 16 hex digits) of the
 # version it was written for.
@@ -50,7 +51,7 @@ def load(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("jobs", "0016_limit_parking"),
+        (APP_LABEL, "0016_limit_parking"),
     ]
 
     # Backwards: nothing to undo, the files hold what 0016 left.

@@ -21,7 +21,9 @@ from django.utils.safestring import mark_safe
 from django.utils.translation import ngettext
 
 from ..console.moments import deadline, moment_column
+from ..console.names import admin_url_name
 from ..exceptions import JobsError
+from ..models import Job
 from ..models import Workflow as WorkflowRow
 from . import graph
 from .runs import Workflow, cancel, retry_step, send_signal
@@ -92,13 +94,16 @@ class WorkflowAdmin(admin.ModelAdmin):
     # --- the detail page and its actions ---------------------------------------------------
 
     def get_urls(self) -> list[URLPattern]:
+        # <app_label>_workflow_<page>, like the admin's own names: they follow the label the
+        # engine is installed under.
+        name = f"{self.opts.app_label}_{self.opts.model_name}"
         own = [
             path("<uuid:workflow_id>/cancel/", self.admin_site.admin_view(self.cancel_view),
-                 name="jobs_workflow_cancel"),
+                 name=f"{name}_cancel"),
             path("<uuid:workflow_id>/signal/", self.admin_site.admin_view(self.signal_view),
-                 name="jobs_workflow_signal"),
+                 name=f"{name}_signal"),
             path("<uuid:workflow_id>/retry/<uuid:job_id>/", self.admin_site.admin_view(self.retry_view),
-                 name="jobs_workflow_retry"),
+                 name=f"{name}_retry"),
         ]  # fmt: skip
         return own + super().get_urls()
 
@@ -114,7 +119,8 @@ class WorkflowAdmin(admin.ModelAdmin):
         row = get_object_or_404(WorkflowRow, id=_uuid_or_404(object_id))
         run = Workflow(row.id)
         nodes = run.nodes
-        svg = graph.render(nodes, job_url=lambda job_id: reverse("admin:jobs_job_change", args=[job_id]))
+        job_change = admin_url_name(Job._meta, "change")
+        svg = graph.render(nodes, job_url=lambda job_id: reverse(job_change, args=[job_id]))
         compensating = {n.id for n in nodes if n.kind == "compensation"}
         steps = [n for n in nodes if n.kind == "step" and n.parent not in compensating]
         # A failed step can run again unless compensations already undid the rest.
@@ -126,6 +132,7 @@ class WorkflowAdmin(admin.ModelAdmin):
         context = {
             **self.admin_site.each_context(request),
             "opts": self.model._meta,
+            "job_opts": Job._meta,
             "title": f"Workflow {run.name or run.id}",
             "run": run,
             "result_json": json.dumps(run.result, ensure_ascii=False),
@@ -188,7 +195,7 @@ class WorkflowAdmin(admin.ModelAdmin):
 
 def _may_act(request: HttpRequest) -> bool:
     """Cancel, signal and retry change what runs: they need the right to change jobs."""
-    return bool(request.user.has_perm("jobs.change_job"))
+    return bool(request.user.has_perm(f"{Job._meta.app_label}.change_job"))
 
 
 def _check_may_act(request: HttpRequest) -> None:
@@ -216,7 +223,7 @@ def _act(request: HttpRequest, action: Any) -> str | None:
 
 
 def _back(workflow_id: uuid.UUID) -> HttpResponseRedirect:
-    return HttpResponseRedirect(reverse("admin:jobs_workflow_change", args=[workflow_id]))
+    return HttpResponseRedirect(reverse(admin_url_name(WorkflowRow._meta, "change"), args=[workflow_id]))
 
 
 def _uuid_or_404(value: str) -> uuid.UUID:

@@ -38,7 +38,7 @@ STANDARD_PAGES = ("_changelist", "_add", "_history", "_delete", "_change", "_aut
 # Arguments for extra pages whose string arguments pick what they do.
 SAMPLE_ARGUMENTS: dict[str, list[dict[str, str]]] = {
     "jobs_job_operate": [{"operation": name} for name in ("replay", "cancel", "run-now")],
-    "jobs_queue_operate": [{"queue": "default", "operation": name} for name in ("pause", "resume")],
+    "jobs_job_queue_operate": [{"queue": "default", "operation": name} for name in ("pause", "resume")],
 }
 
 
@@ -113,7 +113,7 @@ def test_every_extra_admin_page_refuses_a_view_only_staff_user(django_user_model
     pages = extra_pages()
     # The pages this walk must find: job buttons, queue pause, workflow cancel/signal/retry.
     names = {name for name, _ in pages}
-    assert {"jobs_job_operate", "jobs_queue_operate", "jobs_workflow_cancel", "jobs_workflow_signal",
+    assert {"jobs_job_operate", "jobs_job_queue_operate", "jobs_workflow_cancel", "jobs_workflow_signal",
             "jobs_workflow_retry", "jobs_job_edit_replay"} <= names  # fmt: skip
     client = client_for(viewer(django_user_model))
     answers = {

@@ -210,7 +210,7 @@ def test_actions_need_a_csrf_token(django_user_model) -> None:
     client = Client(enforce_csrf_checks=True)
     client.force_login(django_user_model.objects.create(username="csrf", is_staff=True, is_superuser=True))
     assert client.post(operate(job, "replay")).status_code == 403
-    assert client.post(reverse("admin:jobs_queue_operate", args=["default", "pause"])).status_code == 403
+    assert client.post(reverse("admin:jobs_job_queue_operate", args=["default", "pause"])).status_code == 403
     assert Job.objects.get(id=job.id).state == State.DEAD
     assert not PausedQueue.objects.exists()
     # And they refuse GET.
@@ -358,13 +358,13 @@ def test_bulk_actions_need_their_permission(django_user_model) -> None:
 def test_pausing_a_queue_stops_the_claim_and_resuming_restarts_it(admin_client: Client) -> None:
     factories.insert_queued(3, queue_name="email")
     factories.insert_queued(2)
-    admin_client.post(reverse("admin:jobs_queue_operate", args=["email", "pause"]))
+    admin_client.post(reverse("admin:jobs_job_queue_operate", args=["email", "pause"]))
     assert PausedQueue.objects.filter(name="email").exists()
     outcomes = factories.run_due(queues=("email", "default"))
     assert len(outcomes) == 2
     assert Job.objects.filter(queue_name="email", state=State.QUEUED).count() == 3
     assert stats.queue_stats()["queues"]["email"]["paused"] is True
-    admin_client.post(reverse("admin:jobs_queue_operate", args=["email", "resume"]))
+    admin_client.post(reverse("admin:jobs_job_queue_operate", args=["email", "resume"]))
     assert len(factories.run_due(queues=("email", "default"))) == 3
     messages = [e.get_change_message() for e in LogEntry.objects.order_by("id")]
     assert messages == ["Paused queue 'email'", "Resumed queue 'email'"]
@@ -372,7 +372,7 @@ def test_pausing_a_queue_stops_the_claim_and_resuming_restarts_it(admin_client: 
 
 def test_pausing_needs_its_permission(django_user_model) -> None:
     viewer = staff_with(django_user_model, "replay_job")
-    assert viewer.post(reverse("admin:jobs_queue_operate", args=["email", "pause"])).status_code == 403
+    assert viewer.post(reverse("admin:jobs_job_queue_operate", args=["email", "pause"])).status_code == 403
     assert not PausedQueue.objects.exists()
 
 
