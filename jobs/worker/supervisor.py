@@ -38,10 +38,12 @@ from django.db import connections
 from .. import otel
 from ..exceptions import ProcessDied, TimeLimitExceeded
 from ..retry import backoff
+from .beats import beat_late_after
 from .config import WorkerConfig
 from .executor import EXIT_OK, EXIT_RECYCLE, Executor
-from .housekeeper import Housekeeper, Settlement, beat_late_after, failed_attempt
+from .housekeeper import Housekeeper
 from .metrics import MetricsTable
+from .settlement import Settlement, failed_attempt
 from .slots import Running, SlotTable
 
 logger = logging.getLogger("jobs.worker")
@@ -60,7 +62,7 @@ RESPAWN_BASE = 0.5
 RESPAWN_CAP = 30.0
 HEALTHY_AFTER = 10.0
 # The housekeeper is restarted when its loop has not turned for this long, or sooner when
-# a lease extension is late (housekeeper.BEAT_LATE_AFTER).
+# a lease extension is late (beats.BEAT_LATE_AFTER).
 HOUSEKEEPER_STUCK = 10.0
 # How long an exiting worker waits for the housekeeper to settle what its executors left;
 # after that their leases run out and the reaper takes them back.
