@@ -279,14 +279,16 @@ def test_the_layer_contracts_hold() -> None:
 # through <app>/selectors.py and writes through jobs/store/.
 RAW_SQL_ALLOWED = {
     # The connections outside Django's, and commands about a connection rather than data:
-    # the pooler probe's backend pid, the scheduler's LISTEN.
-    "jobs/db.py", "jobs/pooler.py", "jobs/scheduler/runner.py",
+    # the pooler probe's backend pid, the scheduler's and the worker's LISTEN.
+    "jobs/db.py", "jobs/pooler.py", "jobs/scheduler/runner.py", "jobs/worker/relay.py",
     # The dedupe window's lapse on a side connection; it joins jobs/store/enqueue.py with
     # the enqueue options' rework.
     "jobs/backend.py",
     # The worker runs the store's statements on its own connection; its registry row and
     # the housekeeper's batch calls are worker internals.
     "jobs/worker/executor.py", "jobs/worker/housekeeper.py", "jobs/worker/registry.py",
+    # A dead executor's attempts fail per their job's own retry options, read here.
+    "jobs/worker/settlement.py",
     # The console's aggregates, read and folded by their own module (the dashboard, the
     # metrics endpoint, the CLI and the housekeeper share it).
     "jobs/stats.py",

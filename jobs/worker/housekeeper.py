@@ -26,12 +26,15 @@ What it does, each on the database's clock:
   release wakes the next job itself), and keys no job names any more lose their rows;
 * **settles** what a dead executor left (sent by the supervisor): the attempts it was
   running fail with the reason, its unstarted jobs go back unused.
+
+Its pieces live beside it: the LISTEN relay (relay.py), the lease extensions' clock
+(beats.py) and what a settlement is and writes (settlement.py); this module is the loop
+that runs them on time.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import random
@@ -40,23 +43,20 @@ import signal
 import time
 import uuid
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
 import psycopg
 
 from .. import stats, store
-from ..db import Connection, is_conflict, is_connection_lost, listen_libpq
-from ..options import JobOptions
-from ..payloads import error_record
-from ..retry import decide
+from ..db import Connection, is_conflict, is_connection_lost
 from ..store import workflows as workflow_store
 from . import registry
-from .attempt import policy_from_row
+from .beats import heartbeat_interval, late_at, monotonic_at
 from .config import WorkerConfig
 from .executor import die_with_parent, name_process
 from .metrics import MetricsTable, Publisher, WorkerCollector, serve
-from .outcome import Outcome
+from .relay import NotifyRelay
+from .settlement import Settlement, write_settlement
 from .slots import SlotTable
 
 logger = logging.getLogger("jobs.worker")
@@ -69,12 +69,6 @@ FAIL_FAST_LIBPQ = {
     "keepalives_interval": 1,
     "keepalives_count": 2,
 }
-# The registry row and the leases are refreshed at least this often.
-MAX_HEARTBEAT_INTERVAL = 10.0
-# A lease extension is late this many heartbeat intervals after the last one: the
-# supervisor then holds the claims and restarts the housekeeper, with half a lease left
-# for its successor to connect and extend.
-BEAT_LATE_AFTER = 1.5
 # A heartbeat that skipped locked rows tries them again this soon.
 RETRY_LOCKED = 0.1
 # The earliest lease and due time are read at least this often (a job claimed with a
@@ -91,44 +85,6 @@ LIMIT_KEYS_INTERVAL = 30.0
 RETRY_AFTER = 1.0
 # The loop looks at the slot table at least this often.
 TICK = 0.1
-
-
-@dataclass
-class Settlement:
-    """What a dead executor left, as the supervisor saw it."""
-
-    seq: int
-    token: uuid.UUID
-    # (job id, attempt, error record) of the attempts it was running.
-    failed: list[tuple[uuid.UUID, int, dict[str, Any]]]
-    reason: str
-    # Its running attempts go back unused (killed at the end of a shutdown timeout).
-    refund_running: bool = False
-
-    def message(self) -> bytes:
-        return (
-            json.dumps(
-                {
-                    "seq": self.seq,
-                    "token": str(self.token),
-                    "failed": [[str(job), attempt, error] for job, attempt, error in self.failed],
-                    "reason": self.reason,
-                    "refund_running": self.refund_running,
-                }
-            ).encode()
-            + b"\n"
-        )
-
-    @classmethod
-    def parse(cls, line: bytes) -> Settlement:
-        data = json.loads(line)
-        return cls(
-            seq=data["seq"],
-            token=uuid.UUID(data["token"]),
-            failed=[(uuid.UUID(job), attempt, error) for job, attempt, error in data["failed"]],
-            reason=data["reason"],
-            refund_running=data["refund_running"],
-        )
 
 
 @dataclass
@@ -154,14 +110,7 @@ class Housekeeper:
 
     def __post_init__(self) -> None:
         self.db = Connection(self.config.database, name="jobs-housekeeper", libpq=FAIL_FAST_LIBPQ)
-        self.listener: Connection | None = None
-        if self.config.listen:
-            self.listener = Connection(
-                self.config.database,
-                name="jobs-listener",
-                on_connect=_listen,
-                libpq={**FAIL_FAST_LIBPQ, **listen_libpq()},
-            )
+        self.relay = NotifyRelay(self.config, self.wake_fds, FAIL_FAST_LIBPQ)
         self.buffer = b""
         now = time.monotonic()
         self.next_heartbeat = now
@@ -174,7 +123,6 @@ class Housekeeper:
         self.next_compact = now + random.uniform(0, COMPACT_INTERVAL)
         self.next_limit_keys = now + random.uniform(0, LIMIT_KEYS_INTERVAL)
         self.unextended: set[uuid.UUID] = set()
-        self.listen_retry_at = 0.0
         self.registered = False
         # Its own counts (what it settles and reaps) in the table's last region.
         self.publisher = (
@@ -219,8 +167,7 @@ class Housekeeper:
             self._wait()
         self._db(lambda cursor: registry.unregister(cursor, self.worker_id), "unregister")
         self.db.drop()
-        if self.listener is not None:
-            self.listener.drop()
+        self.relay.close()
         return 0
 
     def _tick(self) -> None:
@@ -241,46 +188,15 @@ class Housekeeper:
         )
         timeout = min(max(deadline - now, 0.0), 1.0)
         fds = [self.commands_r]
-        sock = self._listener_socket()
+        sock = self.relay.socket()
         if sock is not None:
             fds.append(sock)
         readable, _, _ = select.select(fds, [], [], timeout)
         if sock is not None and sock in readable:
-            self._drain_notifications()
-
-    # --- listening ---------------------------------------------------------------------------
-
-    def _listener_socket(self) -> int | None:
-        """The LISTEN connection's socket; None (the executors poll) while it cannot connect.
-        A lost notification only delays a job until the next poll (invariant 9)."""
-        if self.listener is None or time.monotonic() < self.listen_retry_at:
-            return None
-        try:
-            self.listener.ensure(wait=False)
-        except psycopg.Error:
-            self.listen_retry_at = time.monotonic() + min(self.config.poll_interval, 5.0)
-            return None
-        return self.listener.fileno()
-
-    def _drain_notifications(self) -> None:
-        assert self.listener is not None and self.listener.conn is not None
-        pgconn = self.listener.conn.pgconn
-        woken = 0
-        try:
-            pgconn.consume_input()
-            while pgconn.notifies() is not None:
-                woken += 1
-        except psycopg.Error as exc:
-            self.listener.lost(exc)
-        if woken:
-            self.wake_executors()
+            self.relay.drain()
 
     def wake_executors(self) -> None:
-        # Every executor of this worker serves the same queues; a claim that finds nothing
-        # is cheap. A full pipe already holds a wake-up.
-        for fd in self.wake_fds:
-            with contextlib.suppress(BlockingIOError, OSError):
-                os.write(fd, b"\0")
+        self.relay.wake_executors()
 
     # --- heartbeat ---------------------------------------------------------------------------
 
@@ -306,17 +222,17 @@ class Housekeeper:
         """Beat every third of the shortest lease in hand (looked at every tick, so a job
         with a short lease that starts right after a beat gets its extension in time)."""
         _, shortest, _ = self._in_hand()
-        interval = min(MAX_HEARTBEAT_INTERVAL, shortest / 3)
+        interval = heartbeat_interval(shortest)
         self.next_heartbeat = min(self.next_heartbeat, self.last_beat + interval)
         if self.beat_late_word is not None and self.last_beat > -float("inf"):
             # A job with a shorter lease started: its extensions are due sooner.
-            late_at = self.last_beat + BEAT_LATE_AFTER * interval
-            if late_at < self.beat_late_word.value:
-                self.beat_late_word.value = late_at
+            late = late_at(self.last_beat, interval)
+            if late < self.beat_late_word.value:
+                self.beat_late_word.value = late
 
     def _heartbeat(self, now: float) -> None:
         held, shortest, tokens = self._in_hand()
-        interval = min(MAX_HEARTBEAT_INTERVAL, shortest / 3)
+        interval = heartbeat_interval(shortest)
         retry_only = now < self.next_heartbeat
         if retry_only:
             held = [pair for pair in held if pair[0] in self.unextended]
@@ -339,7 +255,7 @@ class Housekeeper:
             if self.last_beat_word is not None:
                 self.last_beat_word.value = time.time()
             if self.beat_late_word is not None:
-                self.beat_late_word.value = now + BEAT_LATE_AFTER * interval
+                self.beat_late_word.value = late_at(now, interval)
         # Skipped while another transaction had them locked: try those again soon. A job no
         # longer held (cancelled, reaped, finished meanwhile) waits for the next full beat,
         # which skips it too once its handler is gone from the slot table.
@@ -353,18 +269,11 @@ class Housekeeper:
         due = self._db(store.next_due, "due")
         if due is None:
             return
-        self.next_reap = self._when(
+        self.next_reap = monotonic_at(
             now, due.now, due.lease_expires, store.REAP_GRACE + random.uniform(0, REAP_JITTER)
         )
-        self.next_promote = self._when(now, due.now, due.scheduled, 0.0)
-        self.next_timeouts = self._when(now, due.now, due.signal_timeout, 0.0)
-
-    @staticmethod
-    def _when(now: float, db_now: datetime, at: datetime | None, extra: float) -> float:
-        """The monotonic time at which the database's clock reads ``at`` + ``extra``."""
-        if at is None:
-            return float("inf")
-        return now + max((at - db_now).total_seconds() + extra, 0.0)
+        self.next_promote = monotonic_at(now, due.now, due.scheduled, 0.0)
+        self.next_timeouts = monotonic_at(now, due.now, due.signal_timeout, 0.0)
 
     def _reap(self, now: float) -> None:
         self.next_reap = float("inf")
@@ -461,7 +370,9 @@ class Housekeeper:
     def _settle(self) -> None:
         while self.settlements:
             settlement = self.settlements[0]
-            counted = self._db(lambda cursor, s=settlement: self._write_settlement(cursor, s), "settle")
+            counted = self._db(
+                lambda cursor, s=settlement: write_settlement(cursor, self.config, s), "settle"
+            )
             if counted is None:
                 return
             if self.publisher is not None:
@@ -471,83 +382,6 @@ class Housekeeper:
             self.settlements.pop(0)
             with contextlib.suppress(OSError):
                 os.write(self.acks_w, f"{settlement.seq}\n".encode())
-
-    def _write_settlement(self, cursor: Any, settlement: Settlement) -> list[tuple[str, str, str]]:
-        """Write what a dead executor left; the (task, queue, outcome) of each attempt it
-        cost, for the metrics."""
-        # Every write is fenced on the token, so repeating one after a lost reply is safe;
-        # the failed attempts go first, or the token-wide settling below would take them.
-        counted = []
-        for job_id, attempt, error in settlement.failed:
-            if settlement.refund_running:
-                store.release(cursor, worker=settlement.token, ids=[job_id], started_too=True)
-                continue
-            labels = self._fail_attempt(cursor, settlement.token, job_id, attempt, error)
-            if labels is not None:
-                counted.append(labels)
-        for row in store.reap_token(
-            cursor,
-            token=settlement.token,
-            reason=settlement.reason,
-            backoff_base=self.config.backoff_base,
-            backoff_cap=self.config.backoff_cap,
-        ):
-            if not row.unstarted:
-                counted.append((row.task_path, row.queue_name, "process_died"))
-            logger.warning(
-                "event=settled job=%s task=%s attempt=%d outcome=%s",
-                row.id,
-                row.task_path,
-                row.attempt,
-                "released" if row.unstarted else row.state,
-            )
-        return counted
-
-    def _fail_attempt(
-        self, cursor: Any, token: uuid.UUID, job_id: uuid.UUID, attempt: int, error: dict[str, Any]
-    ) -> tuple[str, str, str] | None:
-        cursor.execute(
-            "SELECT task_path, max_attempts, backoff_base, backoff_cap, jitter, non_retryable, queue_name "
-            "FROM jobs_job WHERE id = %s",
-            [job_id],
-        )
-        row = cursor.fetchone()
-        if row is None:
-            return None
-        task_path, max_attempts, base, cap, jitter, non_retryable, queue_name = row
-        try:
-            options = JobOptions(
-                max_attempts=max_attempts, backoff_base=base, backoff_cap=cap, jitter=jitter,
-                non_retryable=tuple(non_retryable or ()),
-            )  # fmt: skip
-            policy = policy_from_row(self.config, task_path=task_path, options=options)
-        except Exception:  # noqa: BLE001 - a bad option on the row: the worker's defaults
-            policy = policy_from_row(
-                self.config, task_path=task_path, options=JobOptions(max_attempts=max_attempts)
-            )
-        decision = decide(_Failure(error["message"]), attempt=attempt, policy=policy)
-        outcome: Outcome = {
-            "id": str(job_id),
-            "attempt": attempt,
-            "state": decision.state,
-            "delay": decision.delay,
-            "error": error,
-        }
-        changed = store.record_outcomes(cursor, worker=token, outcomes=[outcome])
-        logger.warning(
-            "event=attempt_failed job=%s task=%s attempt=%d/%d outcome=%s error=%r recorded=%s",
-            job_id,
-            task_path,
-            attempt,
-            max_attempts,
-            "retry" if decision.state == "queued" else "dead",
-            error["message"],
-            bool(changed),
-        )
-        if not changed:
-            return None
-        killed = error.get("exception", "").endswith(".TimeLimitExceeded")
-        return task_path, queue_name, "time_limit" if killed else "process_died"
 
     # --- the connection ----------------------------------------------------------------------
 
@@ -564,25 +398,3 @@ class Housekeeper:
             else:
                 logger.warning("event=db_error op=%s error=%r", what, str(exc).strip())
             return None
-
-
-def beat_late_after(lease_seconds: float) -> float:
-    """Seconds a new housekeeper has for its first lease extension: as long as a running
-    one has between two, and at least a second to fork and connect."""
-    return max(1.0, BEAT_LATE_AFTER * min(MAX_HEARTBEAT_INTERVAL, lease_seconds / 3))
-
-
-class _Failure(Exception):
-    """Stands for the error a dead executor's attempt ended with (ProcessDied,
-    TimeLimitExceeded): retried per the job's policy, never non-retryable."""
-
-
-def _listen(conn: psycopg.Connection) -> None:
-    conn.execute(f"LISTEN {store.NOTIFY_CHANNEL}")
-
-
-def failed_attempt(
-    job_id: uuid.UUID, attempt: int, error: BaseException
-) -> tuple[uuid.UUID, int, dict[str, Any]]:
-    """A settlement's entry for an attempt that ended with ``error``."""
-    return (job_id, attempt, error_record(error))

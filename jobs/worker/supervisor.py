@@ -17,6 +17,12 @@ nothing the database does (hang, refuse, vanish) can delay what only it can do:
   comes back), or lets a lease extension run late (its session froze): the executors stop
   claiming until leases are extended again, well before the ones in hand run out;
 * turn SIGTERM/SIGINT into a graceful shutdown, and a second signal into an exit.
+
+Its pieces live beside it: the process table's entries and the respawn policy
+(children.py), the hard time limits (time_limits.py), how a child is forked (forking.py)
+and what a dead executor's attempts failed with (settlement.py). Still past 400 lines:
+the housekeeper's channel (its pipes, the settlements awaiting its acknowledgement) is
+the next seam to take out.
 """
 
 from __future__ import annotations
@@ -30,61 +36,34 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from multiprocessing.sharedctypes import RawValue
-from pathlib import Path
 from typing import Any
 
 from django.db import connections
 
-from .. import otel
-from ..exceptions import ProcessDied, TimeLimitExceeded
-from ..retry import backoff
+from .beats import beat_late_after
+from .children import (
+    Child,
+    Streak,
+    housekeeper_health,
+    housekeeper_respawn_delay,
+    record_death,
+    worth_reporting,
+)
 from .config import WorkerConfig
 from .executor import EXIT_OK, EXIT_RECYCLE, Executor
-from .housekeeper import Housekeeper, Settlement, beat_late_after, failed_attempt
+from .forking import fork_child
+from .housekeeper import Housekeeper
 from .metrics import MetricsTable
+from .settlement import Settlement, lost_executor_failures
 from .slots import Running, SlotTable
+from .time_limits import enforce_time_limits, kill_if_unchanged, send_signal
 
 logger = logging.getLogger("jobs.worker")
 
 TICK = 0.05
-HANDLED_SIGNALS = {signal.SIGTERM, signal.SIGINT, signal.SIGCHLD}
-# An async handler past its hard limit is cancelled by its own event loop; the process is
-# killed only if the loop has not managed that this long after the limit (it is blocked).
-ASYNC_KILL_GRACE = 2.0
-# How long a stopped executor may take to reach the stopped state before it is killed
-# on the strength of the first reading.
-STOP_PATIENCE = 1.0
-# Respawn backoff while executors die in a row: base, cap (seconds). An executor that
-# lived this long ends a streak.
-RESPAWN_BASE = 0.5
-RESPAWN_CAP = 30.0
-HEALTHY_AFTER = 10.0
-# The housekeeper is restarted when its loop has not turned for this long, or sooner when
-# a lease extension is late (housekeeper.BEAT_LATE_AFTER).
-HOUSEKEEPER_STUCK = 10.0
 # How long an exiting worker waits for the housekeeper to settle what its executors left;
 # after that their leases run out and the reaper takes them back.
 SETTLE_AT_EXIT = 5.0
-
-
-@dataclass
-class Child:
-    index: int
-    pid: int
-    token: uuid.UUID
-    started: float
-    # Set when the supervisor killed it for overrunning: (job id, attempt, limit).
-    killed_for: tuple[uuid.UUID, int, float] | None = None
-    # Set when the shutdown timeout ran out: its jobs go back without using an attempt.
-    killed_at_shutdown: bool = False
-
-
-@dataclass
-class Streak:
-    """Consecutive deaths of the executor in one slot, for the respawn backoff."""
-
-    deaths: int = 0
-    respawn_at: float = 0.0
 
 
 @dataclass
@@ -196,40 +175,17 @@ class Supervisor:
             self.shutdown_deadline = time.monotonic() + self.config.shutdown_timeout
             self.pending_spawn.clear()
             for child in self.children.values():
-                _signal(child.pid, signal.SIGTERM)
+                send_signal(child.pid, signal.SIGTERM)
         else:
             # A second signal: leave now; the leases bring the jobs in hand back.
             logger.warning("event=shutdown_forced signal=%s", signal.Signals(signum).name)
             for child in self.children.values():
-                _signal(child.pid, signal.SIGKILL)
+                send_signal(child.pid, signal.SIGKILL)
             if self.housekeeper_pid is not None:
-                _signal(self.housekeeper_pid, signal.SIGKILL)
+                send_signal(self.housekeeper_pid, signal.SIGKILL)
             os._exit(1)
 
     # --- forking ------------------------------------------------------------------
-
-    def _fork(self, target: Any) -> int:
-        # Until the child has its own handlers, a signal must not run the supervisor's
-        # (it would signal the child's siblings); the parent must not miss one either.
-        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, HANDLED_SIGNALS)
-        pid = os.fork()
-        if pid == 0:
-            code = 1
-            try:
-                signal.set_wakeup_fd(-1)
-                for signum in HANDLED_SIGNALS:
-                    signal.signal(signum, signal.SIG_DFL)
-                signal.signal(signal.SIGINT, signal.SIG_IGN)
-                signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
-                code = target()
-            except BaseException:
-                logger.exception("event=child_crashed")
-            finally:
-                otel.flush()
-                logging.shutdown()
-                os._exit(code)
-        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
-        return pid
 
     def _spawn(self, index: int) -> None:
         token = uuid.uuid4()
@@ -251,12 +207,12 @@ class Supervisor:
                 claims_held=self.claims_held,
             ).run()
 
-        pid = self._fork(target)
+        pid = fork_child(target)
         self.slots.set_executor(index, token, pid)
         self.children[pid] = Child(index=index, pid=pid, token=token, started=time.monotonic())
         if self.shutdown_deadline is not None:
             # Forked as the shutdown began: it stops at once, having claimed nothing.
-            _signal(pid, signal.SIGTERM)
+            send_signal(pid, signal.SIGTERM)
 
     def _spawn_housekeeper(self) -> None:
         for pipe in (self.commands, self.acks):
@@ -290,7 +246,7 @@ class Supervisor:
                 beat_late_word=self.beat_late_at,
             ).run()
 
-        self.housekeeper_pid = self._fork(target)
+        self.housekeeper_pid = fork_child(target)
         self.housekeeper_started = time.monotonic()
         os.close(commands_r)
         os.close(acks_w)
@@ -361,36 +317,7 @@ class Supervisor:
         the rest of its jobs given back."""
         how = f"signal {signal.Signals(-code).name}" if code < 0 else f"exit code {code}"
         running = [running for _, running in self.slots.running(child.index)]
-        failed = []
-        if child.killed_for is not None:
-            job_id, attempt, limit = child.killed_for
-            failed.append(
-                failed_attempt(
-                    job_id,
-                    attempt,
-                    TimeLimitExceeded(f"hard time limit of {limit:g}s exceeded; executor process killed"),
-                )
-            )
-            for other in running:
-                if (other.job_id, other.attempt) != (job_id, attempt):
-                    failed.append(
-                        failed_attempt(
-                            other.job_id,
-                            other.attempt,
-                            ProcessDied(
-                                f"executor process killed: job {job_id} exceeded its hard time limit"
-                            ),
-                        )
-                    )
-        else:
-            for other in running:
-                failed.append(
-                    failed_attempt(
-                        other.job_id,
-                        other.attempt,
-                        ProcessDied(f"executor process died while running the job ({how})"),
-                    )
-                )
+        failed = lost_executor_failures(child.killed_for, running, how)
         logger.warning(
             "event=executor_lost index=%d pid=%d how=%r running=%d", child.index, child.pid, how, len(running)
         )
@@ -412,15 +339,9 @@ class Supervisor:
     def _schedule_respawn(self, child: Child, code: int) -> None:
         streak = self.streaks[child.index]
         now = time.monotonic()
-        if now - child.started >= HEALTHY_AFTER:
-            streak.deaths = 0
-        streak.deaths += 1
-        delay = 0.0
-        if streak.deaths > 1:
-            delay = backoff(streak.deaths - 1, base=RESPAWN_BASE, cap=RESPAWN_CAP, spread=0.25)
+        delay = record_death(streak, lived=now - child.started)
         streak.respawn_at = now + delay
-        # Once per streak, then at 2, 4, 8... deaths: why, not a line per crash.
-        if streak.deaths & (streak.deaths - 1) == 0 and streak.deaths > 1:
+        if worth_reporting(streak.deaths):
             logger.error(
                 "event=executor_crash_loop index=%d deaths_in_a_row=%d respawn_in=%.1fs last_exit=%s",
                 child.index,
@@ -439,42 +360,16 @@ class Supervisor:
                 self._spawn(index)
 
     def _enforce_time_limits(self, now: float) -> None:
-        for child in list(self.children.values()):
-            if child.killed_for is not None:
-                continue
-            for entry in range(self.slots.entries):
-                snapshot = self.slots.snapshot(child.index, entry)
-                running = snapshot.running
-                if running is None or not running.deadline:
-                    continue
-                grace = ASYNC_KILL_GRACE if entry in self.async_entries else 0.0
-                if now > running.deadline + grace and self._kill_if_unchanged(
-                    child, entry, snapshot.seq, running
-                ):
-                    break
+        enforce_time_limits(self.slots, self.async_entries, list(self.children.values()), now)
 
     def _kill_if_unchanged(self, child: Child, entry: int, seq: int, running: Running) -> bool:
-        """Stop the executor, read the entry again, and kill only if it still runs the same
-        attempt (between the first reading and the kill the job may have finished and the
-        next started)."""
-        _signal(child.pid, signal.SIGSTOP)
-        _wait_stopped(child.pid)
-        again = self.slots.snapshot(child.index, entry)
-        if again.seq != seq or again.running != running:
-            _signal(child.pid, signal.SIGCONT)
-            return False
-        child.killed_for = (running.job_id, running.attempt, running.deadline - running.started)
-        logger.warning(
-            "event=time_limit job=%s attempt=%d pid=%d", running.job_id, running.attempt, child.pid
-        )
-        _signal(child.pid, signal.SIGKILL)
-        return True
+        return kill_if_unchanged(self.slots, child, entry, seq, running)
 
     def _kill_all(self, reason: str) -> None:
         for child in self.children.values():
             logger.warning("event=executor_killed pid=%d reason=%r", child.pid, reason)
             child.killed_at_shutdown = True
-            _signal(child.pid, signal.SIGKILL)
+            send_signal(child.pid, signal.SIGKILL)
 
     # --- the housekeeper ----------------------------------------------------------------
 
@@ -485,11 +380,7 @@ class Supervisor:
             return
         self.housekeeper_deaths += 1
         logger.warning("event=housekeeper_lost code=%d deaths=%d", code, self.housekeeper_deaths)
-        # The first successor at once (the leases in hand are waiting for it), later ones
-        # after a growing, jittered pause while housekeepers keep dying.
-        delay = 0.0
-        if self.housekeeper_deaths > 1:
-            delay = backoff(self.housekeeper_deaths - 1, base=RESPAWN_BASE, cap=RESPAWN_CAP, spread=1.0)
+        delay = housekeeper_respawn_delay(self.housekeeper_deaths)
         self.housekeeper_respawn_at = time.monotonic() + delay
 
     def _watch_housekeeper(self, now: float) -> None:
@@ -498,10 +389,16 @@ class Supervisor:
             if self.housekeeper_respawn_at is not None and now >= self.housekeeper_respawn_at:
                 self._spawn_housekeeper()
             return
-        if now - self.progress.value > HOUSEKEEPER_STUCK:
+        health = housekeeper_health(
+            now,
+            progress=self.progress.value,
+            beat_late_at=self.beat_late_at.value,
+            started=self.housekeeper_started,
+        )
+        if health == "stuck":
             logger.warning("event=housekeeper_stuck seconds=%.1f action=restart", now - self.progress.value)
             self._restart_housekeeper(now)
-        elif now > self.beat_late_at.value:
+        elif health == "stalled":
             # Its session hangs in a statement (or cannot reach the database): a new
             # housekeeper on a new connection extends the leases before they run out.
             logger.warning(
@@ -509,7 +406,7 @@ class Supervisor:
                 now - self.beat_late_at.value,
             )
             self._restart_housekeeper(now)
-        elif now - self.housekeeper_started > HEALTHY_AFTER:
+        elif health == "healthy":
             self.housekeeper_deaths = 0
 
     def _restart_housekeeper(self, now: float) -> None:
@@ -517,7 +414,7 @@ class Supervisor:
         self.progress.value = now
         # Until the successor has extended the leases (it moves the word on then).
         self.beat_late_at.value = float("inf")
-        _signal(self.housekeeper_pid, signal.SIGKILL)
+        send_signal(self.housekeeper_pid, signal.SIGKILL)
 
     def _hold_claims(self, late: bool) -> None:
         """Executors claim nothing from the moment a lease extension is late until leases
@@ -562,29 +459,10 @@ class Supervisor:
                 os.read(wake_r, 4096)
         self._read_acks()
         if self.housekeeper_pid is not None:
-            _signal(self.housekeeper_pid, signal.SIGKILL)
+            send_signal(self.housekeeper_pid, signal.SIGKILL)
             with contextlib.suppress(ChildProcessError):
                 os.waitpid(self.housekeeper_pid, 0)
         if self.settlements:
             logger.error(
                 "event=unsettled_at_exit executors=%d reason='database unavailable'", len(self.settlements)
             )
-
-
-def _wait_stopped(pid: int) -> None:
-    """Until ``pid`` is in the stopped state (or gone), at most STOP_PATIENCE."""
-    deadline = time.monotonic() + STOP_PATIENCE
-    stat = Path(f"/proc/{pid}/stat")
-    while time.monotonic() < deadline:
-        try:
-            state = stat.read_text().rpartition(")")[2].split()[0]
-        except (OSError, IndexError):
-            return
-        if state in "TtZX":
-            return
-        os.sched_yield()
-
-
-def _signal(pid: int, signum: int) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(pid, signum)

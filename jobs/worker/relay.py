@@ -1,0 +1,71 @@
+"""The housekeeper's LISTEN relay: one LISTEN connection per worker, always drained, never
+behind a handler, that wakes the executors through their wake pipes."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from typing import Any
+
+import psycopg
+
+from .. import store
+from ..db import Connection, listen_libpq
+from .config import WorkerConfig
+
+
+class NotifyRelay:
+    def __init__(self, config: WorkerConfig, wake_fds: list[int], libpq: dict[str, Any]) -> None:
+        self.config = config
+        # Write ends of the executors' wake pipes.
+        self.wake_fds = wake_fds
+        self.listener: Connection | None = None
+        if config.listen:
+            self.listener = Connection(
+                config.database,
+                name="jobs-listener",
+                on_connect=_listen,
+                libpq={**libpq, **listen_libpq()},
+            )
+        self.listen_retry_at = 0.0
+
+    def socket(self) -> int | None:
+        """The LISTEN connection's socket; None (the executors poll) while it cannot connect.
+        A lost notification only delays a job until the next poll (invariant 9)."""
+        if self.listener is None or time.monotonic() < self.listen_retry_at:
+            return None
+        try:
+            self.listener.ensure(wait=False)
+        except psycopg.Error:
+            self.listen_retry_at = time.monotonic() + min(self.config.poll_interval, 5.0)
+            return None
+        return self.listener.fileno()
+
+    def drain(self) -> None:
+        assert self.listener is not None and self.listener.conn is not None
+        pgconn = self.listener.conn.pgconn
+        woken = 0
+        try:
+            pgconn.consume_input()
+            while pgconn.notifies() is not None:
+                woken += 1
+        except psycopg.Error as exc:
+            self.listener.lost(exc)
+        if woken:
+            self.wake_executors()
+
+    def wake_executors(self) -> None:
+        # Every executor of this worker serves the same queues; a claim that finds nothing
+        # is cheap. A full pipe already holds a wake-up.
+        for fd in self.wake_fds:
+            with contextlib.suppress(BlockingIOError, OSError):
+                os.write(fd, b"\0")
+
+    def close(self) -> None:
+        if self.listener is not None:
+            self.listener.drop()
+
+
+def _listen(conn: psycopg.Connection) -> None:
+    conn.execute(f"LISTEN {store.NOTIFY_CHANNEL}")
