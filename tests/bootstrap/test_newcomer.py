@@ -1,7 +1,7 @@
 """The newcomer's path, from a fresh copy of the project (what a clone holds, plus work not yet
 committed; no .venv, no .data): ``scripts/run`` with DATABASE_URL on a port where nothing
 answers makes its own virtualenv and PostgreSQL cluster and serves the web app; a task
-written as the README's "First five minutes" says, while it runs, runs; one added to that
+written as the README's "Five-minute tour" says, while it runs, runs; one added to that
 module later runs too (the worker restarts), and a Ctrl-C stops everything with each
 process's own shutdown lines and exit 0.
 
@@ -60,16 +60,16 @@ def copy_of_checkout(dest: Path) -> None:
 
 
 def readme_task_module() -> str:
-    """The demo/tasks.py of the README's "First five minutes", as the README shows it."""
+    """The demo/tasks.py of the README's "Five-minute tour", as the README shows it."""
     readme = (ROOT / "README.md").read_text()
-    section = readme.partition("## First five minutes")[2].partition("\n## ")[0]
+    section = readme.partition("## Five-minute tour")[2].partition("\n## ")[0]
     for block in re.findall(r"```python\n(.*?)```", section, flags=re.S):
         lines = block.splitlines()
         indent = len(lines[0]) - len(lines[0].lstrip())
         code = "\n".join(line[indent:] for line in lines) + "\n"
         if code.startswith("# demo/tasks.py"):
             return code
-    raise AssertionError('the README\'s "First five minutes" has no "# demo/tasks.py" block')
+    raise AssertionError('the README\'s "Five-minute tour" has no "# demo/tasks.py" block')
 
 
 def free_port() -> int:
