@@ -8,6 +8,7 @@ import time
 from collections import Counter
 
 import pytest
+from django.db import connection
 from django.db.models import Count
 
 from jobs.db import connect
@@ -199,7 +200,8 @@ def test_a_database_that_refuses_the_connection_is_a_clear_error_at_once(
 @pytest.fixture
 def unmigrated_database():
     """A database that exists and takes the connection, without the queue's tables."""
-    name = "jobs_test_unmigrated"
+    # Named after this run's test database: two suites on one server do not collide.
+    name = f"{connection.settings_dict['NAME']}_unmigrated"
     server = subprocess_env()["DATABASE_URL"].rsplit("/", 1)[0]
     with connect("default", dbname="postgres") as admin:
         admin.execute(f"DROP DATABASE IF EXISTS {name}")

@@ -61,6 +61,15 @@ def _as_server_user() -> dict[str, Any]:
     return {"user": user.pw_uid, "group": user.pw_gid, "extra_groups": []}
 
 
+def _dies_with_its_parent() -> None:
+    """In the child between fork and exec: SIGTERM when the test process dies, however it
+    dies (a killed test run must not leave a server holding the test database)."""
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, 15)
+
+
 def private_dir(prefix: str) -> Path:
     """A temporary folder the server user owns (outside pytest's 0700 tmp folders)."""
     path = Path(tempfile.mkdtemp(prefix=prefix))
@@ -118,6 +127,7 @@ class PgBouncer:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            preexec_fn=_dies_with_its_parent,
             **_as_server_user(),
         )
         wait_for_port(self.port, what="pgbouncer", log=self.log)
