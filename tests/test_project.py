@@ -1,18 +1,13 @@
 """Project hygiene that CI enforces through the test suite."""
 
-import doctest
-import io
 import os
 import re
-import signal
 import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
-
-from tests.conftest import ROOT, manage, subprocess_env
+from tests.conftest import ROOT
+from tests.support.docs import DOCS
 
 
 def test_ruff_is_clean() -> None:
@@ -54,50 +49,7 @@ def test_mypy_is_clean() -> None:
 
 
 # --- The documentation site (docs/, mkdocs.yml) ------------------------------------------
-# A page's samples run in order, in one namespace, as a reader would type them. Before a
-# fence, "<!-- docs: file PATH -->" writes the block to PATH in a folder on the import path
-# (the worker's too), and "<!-- docs: run -->" executes it; `pycon` blocks (">>>") run as
-# doctests. A page holding "<!-- docs: worker -->" has a runworker on the test database
-# while its samples run. Every other python block must at least compile.
-
-DOCS = ROOT / "docs"
-FENCE = re.compile(
-    r"^(?:(?P<indent>[ ]*)<!-- docs: (?P<mark>[^>]*?) -->\n)?"
-    r"(?P<fence_indent>[ ]*)```(?P<lang>\w+)[^\n]*\n(?P<code>.*?)^(?P=fence_indent)```[ ]*$",
-    re.M | re.S,
-)
-
-
-@dataclass(frozen=True)
-class Sample:
-    page: str
-    line: int
-    lang: str
-    mark: str
-    code: str
-
-
-def doc_pages() -> list[Path]:
-    return sorted(DOCS.rglob("*.md"))
-
-
-def samples(page: Path) -> list[Sample]:
-    text = page.read_text()
-    found = []
-    for match in FENCE.finditer(text):
-        lines = match["code"].splitlines(keepends=True)
-        indent = len(match["fence_indent"])
-        code = "".join(line[indent:] if line[:indent].isspace() else line for line in lines)
-        found.append(
-            Sample(
-                page=str(page.relative_to(ROOT)),
-                line=text.count("\n", 0, match.start("code")) + 1,
-                lang=match["lang"],
-                mark=match["mark"] or "",
-                code=code,
-            )
-        )
-    return found
+# Its samples run in tests/integration/test_docs_samples.py.
 
 
 def test_docs_build_in_strict_mode(tmp_path: Path) -> None:
@@ -112,68 +64,6 @@ def test_docs_build_in_strict_mode(tmp_path: Path) -> None:
     output = result.stdout + result.stderr
     assert result.returncode == 0, output
     assert "WARNING" not in output, output
-
-
-def test_every_python_sample_in_the_docs_compiles() -> None:
-    checked = 0
-    for page in doc_pages():
-        for sample in samples(page):
-            if sample.lang == "python":
-                compile(sample.code, f"{sample.page}:{sample.line}", "exec")
-                checked += 1
-            elif sample.lang == "pycon":
-                doctest.DocTestParser().get_examples(sample.code, f"{sample.page}:{sample.line}")
-                checked += 1
-    assert checked > 10
-
-
-RUNNABLE_PAGES = [
-    str(page.relative_to(DOCS))
-    for page in doc_pages()
-    if any(s.mark == "run" or s.lang == "pycon" for s in samples(page))
-]
-
-
-@pytest.mark.parametrize("page_name", RUNNABLE_PAGES)
-def test_the_docs_samples_run(
-    page_name: str, transactional_db: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    page = DOCS / page_name
-    blocks = samples(page)
-    written: list[str] = []
-    for sample in blocks:
-        if sample.mark.startswith("file "):
-            path = tmp_path / sample.mark.removeprefix("file ").strip()
-            path.parent.mkdir(parents=True, exist_ok=True)
-            (path.parent / "__init__.py").touch()
-            path.write_text(sample.code)
-            written.append(path.parent.name)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    worker = None
-    if "<!-- docs: worker -->" in page.read_text():
-        log = (tmp_path / "worker.log").open("w")
-        env = subprocess_env(PYTHONPATH=f"{ROOT}{os.pathsep}{tmp_path}")
-        worker = manage("runworker", "--concurrency", "1", env=env, stdout=log, stderr=subprocess.STDOUT)
-    namespace: dict[str, object] = {"__name__": "__docs__"}
-    try:
-        for sample in blocks:
-            where = f"{sample.page}:{sample.line}"
-            if sample.mark == "run":
-                exec(compile(sample.code, where, "exec"), namespace)  # noqa: S102
-            elif sample.lang == "pycon":
-                test = doctest.DocTestParser().get_doctest(sample.code, namespace, where, where, 0)
-                report = io.StringIO()
-                runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
-                runner.run(test, out=report.write, clear_globs=False)
-                namespace.update(test.globs)
-                worker_log = (tmp_path / "worker.log").read_text() if worker else ""
-                assert not runner.failures, report.getvalue() + worker_log
-    finally:
-        if worker is not None:
-            worker.send_signal(signal.SIGTERM)
-            worker.wait(timeout=120)
-        for module in [m for m in sys.modules if m.split(".")[0] in written]:
-            del sys.modules[module]
 
 
 def test_the_settings_reference_lists_every_variable_with_its_default() -> None:
