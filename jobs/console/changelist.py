@@ -26,6 +26,7 @@ from django.utils import timezone
 
 from .. import selectors, stats
 from ..models import Job
+from ..progress import view as progress_view
 from ..states import State
 from .moments import moment as moment
 
@@ -65,6 +66,17 @@ def console_state(job: Job) -> str:
     if job.state == State.SCHEDULED and job.limit_wait and job.limit_name:
         return f"waiting on limit {job.limit_name} ({job.limit_wait})"
     return named
+
+
+def progress_text(job: Job) -> str:
+    """What the handler last reported (jobs/progress.py): "1,200 of 5,000 (24 %) · message"."""
+    shown = progress_view(job.progress)
+    if shown is None:
+        return ""
+    text = f"{shown['done']:,}" + (f" of {shown['total']:,}" if shown["total"] is not None else "")
+    if shown["percent"] is not None:
+        text += f" ({shown['percent']} %)"
+    return f"{text} · {shown['message']}" if shown["message"] else text
 
 
 def id_bound(moment: datetime) -> uuid.UUID:

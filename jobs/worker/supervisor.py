@@ -19,15 +19,13 @@ nothing the database does (hang, refuse, vanish) can delay what only it can do:
 * turn SIGTERM/SIGINT into a graceful shutdown, and a second signal into an exit.
 
 Its pieces live beside it: the process table's entries and the respawn policy
-(children.py), the hard time limits (time_limits.py), how a child is forked (forking.py)
-and what a dead executor's attempts failed with (settlement.py). Still past 400 lines:
-the housekeeper's channel (its pipes, the settlements awaiting its acknowledgement) is
-the next seam to take out.
+(children.py), the hard time limits (time_limits.py), how a child is forked (forking.py),
+what a dead executor's attempts failed with (settlement.py), and the watch over the
+housekeeper: its fork, restarts, pipes and the claims held meanwhile (housekeeper_watch.py).
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import select
@@ -40,30 +38,19 @@ from typing import Any
 
 from django.db import connections
 
-from .beats import beat_late_after
-from .children import (
-    Child,
-    Streak,
-    housekeeper_health,
-    housekeeper_respawn_delay,
-    record_death,
-    worth_reporting,
-)
+from .children import Child, Streak, record_death, worth_reporting
 from .config import WorkerConfig
 from .executor import EXIT_OK, EXIT_RECYCLE, Executor
 from .forking import fork_child
-from .housekeeper import Housekeeper
+from .housekeeper_watch import HousekeeperWatch
 from .metrics import MetricsTable
-from .settlement import Settlement, lost_executor_failures
+from .settlement import lost_executor_failures
 from .slots import Running, SlotTable
 from .time_limits import enforce_time_limits, kill_if_unchanged, send_signal
 
 logger = logging.getLogger("jobs.worker")
 
 TICK = 0.05
-# How long an exiting worker waits for the housekeeper to settle what its executors left;
-# after that their leases run out and the reaper takes them back.
-SETTLE_AT_EXIT = 5.0
 
 
 @dataclass
@@ -85,30 +72,19 @@ class Supervisor:
             os.set_blocking(write, False)
         self.streaks = [Streak() for _ in range(concurrency)]
         self.pending_spawn: set[int] = set()
-        self.housekeeper_pid: int | None = None
-        self.housekeeper_started = 0.0
-        # A dead housekeeper's successor is forked at this time (monotonic), not slept for:
-        # the time limits must go on meanwhile.
-        self.housekeeper_respawn_at: float | None = None
-        self.progress = RawValue("d", 0.0)
-        # When the housekeeper's next lease extension is late (monotonic; it moves the word
-        # on at each extension), and whether the executors hold their claims meanwhile.
-        self.beat_late_at = RawValue("d", float("inf"))
-        self.claims_held = RawValue("i", 0)
-        # Since when (wall clock, as the last_beat word) the claims are held: they resume
-        # at the first lease extension after it.
-        self.held_since = 0.0
-        self.settlements: dict[int, Settlement] = {}
-        self.settlement_seq = 0
-        self.commands: tuple[int, int] | None = None
-        self.acks: tuple[int, int] | None = None
-        self.ack_buffer = b""
-        self.housekeeper_deaths = 0
         # Metrics (metrics.py): a region per executor slot and one for the housekeeper, and
-        # the words the housekeeper's /metrics reads of the supervisor's state.
+        # the word the housekeeper's /metrics reads of the supervisor's state.
         self.metrics = MetricsTable(concurrency + 1) if self.config.metrics_port else None
         self.executors_alive = RawValue("i", 0)
-        self.last_beat = RawValue("d", 0.0)
+        self.housekeeper = HousekeeperWatch(
+            self.config,
+            worker_id=self.id,
+            slots=self.slots,
+            wake_fds=[write for _, write in self.wake],
+            metrics=self.metrics,
+            executors_alive=self.executors_alive,
+            finishing=lambda: self.shutdown_deadline is not None and not self.children,
+        )
 
     # --- lifecycle ----------------------------------------------------------------
 
@@ -134,22 +110,23 @@ class Supervisor:
         # Executors first: they start claiming while the housekeeper is still connecting.
         for index in range(self.config.concurrency):
             self._spawn(index)
-        self._spawn_housekeeper()
+        housekeeper = self.housekeeper
+        housekeeper.spawn()
         while self.children or self.pending_spawn:
             self._collect_children()
             self.executors_alive.value = len(self.children)
             now = time.monotonic()
             self._respawn_due(now)
             self._enforce_time_limits(now)
-            self._watch_housekeeper(now)
-            self._read_acks()
+            housekeeper.watch(now)
+            housekeeper.read_acks()
             if self.shutdown_deadline is not None and now >= self.shutdown_deadline:
                 self._kill_all("shutdown timeout")
                 self.shutdown_deadline = float("inf")
-            readable, _, _ = select.select([wake_r, *self._ack_fds()], [], [], TICK)
+            readable, _, _ = select.select([wake_r, *housekeeper.ack_fds()], [], [], TICK)
             if wake_r in readable:
                 os.read(wake_r, 4096)
-        self._stop_housekeeper(wake_r)
+        housekeeper.stop(wake_r, tick=TICK)
         logger.info("event=worker_stopped worker=%s", self.id)
         return 0
 
@@ -181,8 +158,8 @@ class Supervisor:
             logger.warning("event=shutdown_forced signal=%s", signal.Signals(signum).name)
             for child in self.children.values():
                 send_signal(child.pid, signal.SIGKILL)
-            if self.housekeeper_pid is not None:
-                send_signal(self.housekeeper_pid, signal.SIGKILL)
+            if self.housekeeper.pid is not None:
+                send_signal(self.housekeeper.pid, signal.SIGKILL)
             os._exit(1)
 
     # --- forking ------------------------------------------------------------------
@@ -204,7 +181,7 @@ class Supervisor:
                 wake_r=wake_r,
                 wake_w=wake_w,
                 metrics=self.metrics,
-                claims_held=self.claims_held,
+                claims_held=self.housekeeper.claims_held,
             ).run()
 
         pid = fork_child(target)
@@ -213,75 +190,6 @@ class Supervisor:
         if self.shutdown_deadline is not None:
             # Forked as the shutdown began: it stops at once, having claimed nothing.
             send_signal(pid, signal.SIGTERM)
-
-    def _spawn_housekeeper(self) -> None:
-        for pipe in (self.commands, self.acks):
-            if pipe is not None:
-                for fd in pipe:
-                    with contextlib.suppress(OSError):
-                        os.close(fd)
-        self.commands = os.pipe()
-        self.acks = os.pipe()
-        commands_r, commands_w = self.commands
-        acks_r, acks_w = self.acks
-        self.housekeeper_respawn_at = None
-        self.progress.value = time.monotonic()
-        # A new housekeeper has this long to connect and extend the leases in hand.
-        self.beat_late_at.value = self.progress.value + beat_late_after(self.config.lease_seconds)
-
-        def target() -> int:
-            os.close(commands_w)
-            os.close(acks_r)
-            return Housekeeper(
-                self.config,
-                worker_id=self.id,
-                slots=self.slots,
-                wake_fds=[write for _, write in self.wake],
-                commands_r=commands_r,
-                acks_w=acks_w,
-                progress=self.progress,
-                metrics=self.metrics,
-                executors_alive=self.executors_alive,
-                last_beat_word=self.last_beat,
-                beat_late_word=self.beat_late_at,
-            ).run()
-
-        self.housekeeper_pid = fork_child(target)
-        self.housekeeper_started = time.monotonic()
-        os.close(commands_r)
-        os.close(acks_w)
-        self.commands = (-1, commands_w)
-        self.acks = (acks_r, -1)
-        os.set_blocking(commands_w, False)
-        # Whatever was not acknowledged goes to the new one (settling twice is harmless).
-        for settlement in self.settlements.values():
-            self._send(settlement.message())
-        if self.shutdown_deadline is not None and not self.children:
-            self._send(b"stop\n")
-
-    def _send(self, message: bytes) -> None:
-        if self.commands is None:
-            return
-        try:
-            os.write(self.commands[1], message)
-        except (BlockingIOError, BrokenPipeError, OSError):
-            # Resent when the housekeeper is restarted.
-            logger.warning("event=housekeeper_unreachable")
-
-    def _ack_fds(self) -> list[int]:
-        return [self.acks[0]] if self.acks is not None and self.acks[0] >= 0 else []
-
-    def _read_acks(self) -> None:
-        for fd in self._ack_fds():
-            readable, _, _ = select.select([fd], [], [], 0)
-            if not readable:
-                continue
-            chunk = os.read(fd, 4096)
-            self.ack_buffer += chunk
-            *lines, self.ack_buffer = self.ack_buffer.split(b"\n")
-            for line in lines:
-                if line.strip():
-                    self.settlements.pop(int(line), None)
 
     # --- executors ----------------------------------------------------------------
 
@@ -294,8 +202,8 @@ class Supervisor:
             if pid == 0:
                 return
             code = os.waitstatus_to_exitcode(status)
-            if pid == self.housekeeper_pid:
-                self._housekeeper_exited(code)
+            if pid == self.housekeeper.pid:
+                self.housekeeper.exited(code)
                 continue
             child = self.children.pop(pid, None)
             if child is None:
@@ -324,16 +232,7 @@ class Supervisor:
         self._settle(child, failed, f"executor process died ({how})", refund_running=child.killed_at_shutdown)
 
     def _settle(self, child: Child, failed: list[Any], reason: str, *, refund_running: bool = False) -> None:
-        self.settlement_seq += 1
-        settlement = Settlement(
-            seq=self.settlement_seq,
-            token=child.token,
-            failed=failed,
-            reason=reason,
-            refund_running=refund_running,
-        )
-        self.settlements[settlement.seq] = settlement
-        self._send(settlement.message())
+        self.housekeeper.settle(child.token, failed, reason, refund_running=refund_running)
         self.slots.clear_all(child.index)
 
     def _schedule_respawn(self, child: Child, code: int) -> None:
@@ -370,99 +269,3 @@ class Supervisor:
             logger.warning("event=executor_killed pid=%d reason=%r", child.pid, reason)
             child.killed_at_shutdown = True
             send_signal(child.pid, signal.SIGKILL)
-
-    # --- the housekeeper ----------------------------------------------------------------
-
-    def _housekeeper_exited(self, code: int) -> None:
-        self.housekeeper_pid = None
-        stopping = self.shutdown_deadline is not None and not self.children
-        if stopping and code == 0:
-            return
-        self.housekeeper_deaths += 1
-        logger.warning("event=housekeeper_lost code=%d deaths=%d", code, self.housekeeper_deaths)
-        delay = housekeeper_respawn_delay(self.housekeeper_deaths)
-        self.housekeeper_respawn_at = time.monotonic() + delay
-
-    def _watch_housekeeper(self, now: float) -> None:
-        self._hold_claims(now > self.beat_late_at.value)
-        if self.housekeeper_pid is None:
-            if self.housekeeper_respawn_at is not None and now >= self.housekeeper_respawn_at:
-                self._spawn_housekeeper()
-            return
-        health = housekeeper_health(
-            now,
-            progress=self.progress.value,
-            beat_late_at=self.beat_late_at.value,
-            started=self.housekeeper_started,
-        )
-        if health == "stuck":
-            logger.warning("event=housekeeper_stuck seconds=%.1f action=restart", now - self.progress.value)
-            self._restart_housekeeper(now)
-        elif health == "stalled":
-            # Its session hangs in a statement (or cannot reach the database): a new
-            # housekeeper on a new connection extends the leases before they run out.
-            logger.warning(
-                "event=housekeeper_stalled late_by=%.1fs action=restart claims=held",
-                now - self.beat_late_at.value,
-            )
-            self._restart_housekeeper(now)
-        elif health == "healthy":
-            self.housekeeper_deaths = 0
-
-    def _restart_housekeeper(self, now: float) -> None:
-        assert self.housekeeper_pid is not None
-        self.progress.value = now
-        # Until the successor has extended the leases (it moves the word on then).
-        self.beat_late_at.value = float("inf")
-        send_signal(self.housekeeper_pid, signal.SIGKILL)
-
-    def _hold_claims(self, late: bool) -> None:
-        """Executors claim nothing from the moment a lease extension is late until leases
-        are extended again: a job claimed meanwhile could outlive its lease and be run
-        elsewhere while it still runs here."""
-        if not self.claims_held.value:
-            if late:
-                self.claims_held.value = 1
-                self.held_since = time.time()
-                logger.warning("event=claims_held reason='lease extension late'")
-            return
-        if self.last_beat.value <= self.held_since:
-            return
-        self.claims_held.value = 0
-        logger.info("event=claims_resumed held_for=%.1fs", time.time() - self.held_since)
-        for _, write in self.wake:
-            with contextlib.suppress(BlockingIOError, OSError):
-                os.write(write, b"\0")
-
-    def _stop_housekeeper(self, wake_r: int) -> None:
-        if self.housekeeper_pid is None and self.housekeeper_respawn_at is not None:
-            # Its successor was still to come: what the executors left needs settling.
-            self._spawn_housekeeper()
-        self._send(b"stop\n")
-        deadline = time.monotonic() + SETTLE_AT_EXIT
-        while self.housekeeper_pid is not None and time.monotonic() < deadline:
-            try:
-                pid, status = os.waitpid(self.housekeeper_pid, os.WNOHANG)
-            except ChildProcessError:
-                break
-            if pid:
-                self._read_acks()
-                if os.waitstatus_to_exitcode(status) != 0 and self.settlements:
-                    self._spawn_housekeeper()
-                    self._send(b"stop\n")
-                    continue
-                self.housekeeper_pid = None
-                break
-            # Its SIGCHLD wakes this at once (the signal's wake-up pipe), not the next tick:
-            # a burst worker exits as soon as its housekeeper does.
-            if select.select([wake_r], [], [], TICK)[0]:
-                os.read(wake_r, 4096)
-        self._read_acks()
-        if self.housekeeper_pid is not None:
-            send_signal(self.housekeeper_pid, signal.SIGKILL)
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(self.housekeeper_pid, 0)
-        if self.settlements:
-            logger.error(
-                "event=unsettled_at_exit executors=%d reason='database unavailable'", len(self.settlements)
-            )

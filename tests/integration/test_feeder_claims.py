@@ -16,7 +16,8 @@ from django.test import override_settings
 from jobs import limits
 from jobs.db import Connection
 from jobs.models import LimitState
-from jobs.worker.feeder import RECHECKS, Feeder
+from jobs.worker.claimer import RECHECKS, Claimer
+from jobs.worker.feeder import Feeder
 from jobs.worker.lane_rows import LaneRows
 from jobs.worker.outbox import FLUSH_AFTER
 from tests.support import factories
@@ -32,70 +33,78 @@ def fresh_limit_registry() -> Any:
     limits.registry.forget()
 
 
-class CountedFeeder(Feeder):
-    claims = 0
+@pytest.fixture
+def claims(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The claim statements made (one entry each)."""
+    made: list[int] = []
+    claim = Claimer._claim
 
-    def _claim(self, cursor: Any, **kwargs: Any) -> list[Any]:
-        self.claims += 1
-        return super()._claim(cursor, **kwargs)
+    def counted(self: Claimer, cursor: Any, **kwargs: Any) -> list[Any]:
+        made.append(1)
+        return claim(self, cursor, **kwargs)
+
+    monkeypatch.setattr(Claimer, "_claim", counted)
+    return made
 
 
-def feeder_with_room(db: Connection, entries: int) -> tuple[CountedFeeder, LaneRows]:
+def feeder_with_room(db: Connection, entries: int, **config: Any) -> tuple[Feeder, LaneRows]:
     lane = LaneRows("threads", entries=list(range(entries)))
-    feeder = CountedFeeder(factories.worker_config(), token=uuid.uuid4(), db=db, lanes={"threads": lane})
+    worker_config = replace(factories.worker_config(), **config)
+    feeder = Feeder(worker_config, token=uuid.uuid4(), db=db, lanes={"threads": lane})
     return feeder, lane
 
 
-def test_a_claim_that_came_back_short_is_not_followed_by_another_at_once() -> None:
+def test_a_claim_that_came_back_short_is_not_followed_by_another_at_once(claims: list[int]) -> None:
     basic.add.enqueue(1, 2)
     db = Connection("default", name="test-feeder-claims")
     try:
         feeder, lane = feeder_with_room(db, entries=4)
-        assert feeder._claim_if_room(time.monotonic()) is True
-        assert len(lane.waiting) == 1 and feeder.claims == 1
+        assert feeder.claimer.claim_if_room(time.monotonic()) is True
+        assert len(lane.waiting) == 1 and len(claims) == 1
         # Room for three more, but the queue had no more: no statement now...
-        assert feeder._claim_if_room(time.monotonic()) is False
-        assert feeder.claims == 1
-        assert 0 < feeder.idle_until - time.monotonic() <= RECHECKS[0]
+        assert feeder.claimer.claim_if_room(time.monotonic()) is False
+        assert len(claims) == 1
+        assert 0 < feeder.claimer.idle_until - time.monotonic() <= RECHECKS[0]
         # ...one soon (a job committed meanwhile sent no wake-up: its queue had a due job).
         later = basic.add.enqueue(3, 4).id
-        assert feeder._claim_if_room(feeder.idle_until) is True
-        assert feeder.claims == 2 and lane.waiting[-1].id == uuid.UUID(later)
+        assert feeder.claimer.claim_if_room(feeder.claimer.idle_until) is True
+        assert len(claims) == 2 and lane.waiting[-1].id == uuid.UUID(later)
         # Then, finding nothing: one look soon, one a little later, then the poll interval.
         for wait in (*RECHECKS[1:], feeder.config.poll_interval):
-            assert feeder._claim_if_room(feeder.idle_until) is False
-            assert RECHECKS[0] < feeder.idle_until - time.monotonic() <= wait
-        assert feeder.claims == 2 + len(RECHECKS)
+            assert feeder.claimer.claim_if_room(feeder.claimer.idle_until) is False
+            assert RECHECKS[0] < feeder.claimer.idle_until - time.monotonic() <= wait
+        assert len(claims) == 2 + len(RECHECKS)
         feeder.close()
     finally:
         db.drop()
 
 
-def test_full_claims_are_followed_by_the_next_at_once() -> None:
+def test_full_claims_are_followed_by_the_next_at_once(claims: list[int]) -> None:
     basic.add.enqueue_many([((i, i), {}) for i in range(6)])
     db = Connection("default", name="test-feeder-claims")
     try:
-        feeder, lane = feeder_with_room(db, entries=2)
-        feeder.config = replace(feeder.config, max_batch=2)
-        assert feeder._claim_if_room(time.monotonic()) is True
+        feeder, lane = feeder_with_room(db, entries=2, max_batch=2)
+        assert feeder.claimer.claim_if_room(time.monotonic()) is True
         assert len(lane.waiting) == 2
         lane.waiting.clear()  # as if both had started and finished
-        assert feeder._claim_if_room(time.monotonic()) is True
-        assert feeder.claims == 2 and len(lane.waiting) == 2
+        assert feeder.claimer.claim_if_room(time.monotonic()) is True
+        assert len(claims) == 2 and len(lane.waiting) == 2
         feeder.close()
     finally:
         db.drop()
 
 
-def test_a_limit_declared_while_the_feeder_claimed_without_limits_is_applied_in_the_same_claim() -> None:
+def test_a_limit_declared_while_the_feeder_claimed_without_limits_is_applied_in_the_same_claim(
+    claims: list[int],
+) -> None:
     free = basic.add.enqueue(1, 2).id
     held = limited.two_at_a_time.enqueue("c").id
     db = Connection("default", name="test-feeder-claims")
     try:
         feeder, lane = feeder_with_room(db, entries=4)
-        assert feeder.limits is False
-        assert feeder._claim_if_room(time.monotonic()) is True
-        assert feeder.claims == 1 and feeder.limits is True
+        assert feeder.claimer.limits is False
+        assert feeder.claimer.claim_if_room(time.monotonic()) is True
+        assert len(claims) == 1 and feeder.claimer.limits is True
         assert {str(row.id) for row in lane.waiting} == {free, held}
         assert all(row.decision == "start" for row in lane.waiting)
         assert LimitState.objects.get(limit_name="task:tests.tasks.limited.two_at_a_time").running == 1
@@ -112,10 +121,10 @@ def test_no_prefetch_horizon_still_claims_one_job_for_an_idle_handler(measured: 
     try:
         lane = LaneRows("inline", entries=[0])
         config = replace(factories.worker_config(), prefetch_horizon=0.0)
-        feeder = CountedFeeder(config, token=uuid.uuid4(), db=db, lanes={"inline": lane})
+        feeder = Feeder(config, token=uuid.uuid4(), db=db, lanes={"inline": lane})
         if measured:
             feeder.prefetch.expected["default"] = 0.001
-        assert feeder._claim_if_room(time.monotonic()) is True
+        assert feeder.claimer.claim_if_room(time.monotonic()) is True
         assert len(lane.waiting) == 1
         # While it runs, the feeder sleeps until a handler pokes it (no turn every instant).
         row = lane.waiting.popleft()
@@ -128,7 +137,7 @@ def test_no_prefetch_horizon_still_claims_one_job_for_an_idle_handler(measured: 
         db.drop()
 
 
-def test_rows_handed_to_an_idle_lane_do_not_keep_the_feeder_turning() -> None:
+def test_rows_handed_to_an_idle_lane_do_not_keep_the_feeder_turning(claims: list[int]) -> None:
     # A claim that came back full leaves rows waiting for a lane that has not taken them yet:
     # nothing runs, and there is no room to claim into. Looking again at once, over and over,
     # would hold the GIL the lane needs to start them (its first job waited a whole switch
@@ -137,13 +146,13 @@ def test_rows_handed_to_an_idle_lane_do_not_keep_the_feeder_turning() -> None:
     db = Connection("default", name="test-feeder-claims")
     try:
         lane = LaneRows("inline", entries=[0])
-        feeder = CountedFeeder(factories.worker_config(), token=uuid.uuid4(), db=db, lanes={"inline": lane})
+        feeder = Feeder(factories.worker_config(), token=uuid.uuid4(), db=db, lanes={"inline": lane})
         # The task's time is unknown: one job per claim, and the claim comes back full.
-        assert feeder._claim_if_room(time.monotonic()) is True
+        assert feeder.claimer.claim_if_room(time.monotonic()) is True
         assert len(lane.waiting) == 1 and not lane.running
         now = time.monotonic()
-        assert feeder._claim_if_room(now) is False
-        assert feeder.claims == 1
+        assert feeder.claimer.claim_if_room(now) is False
+        assert len(claims) == 1
         with feeder.cv:
             assert 0 < feeder._next_deadline_locked(now) == pytest.approx(FLUSH_AFTER)
         feeder.close()
@@ -163,7 +172,7 @@ def test_the_claim_and_the_outcome_are_prepared_from_their_first_run(prepared: b
         db = Connection("default", name="test-feeder-claims")
         try:
             feeder, lane = feeder_with_room(db, entries=1)
-            assert feeder._claim_if_room(time.monotonic()) is True
+            assert feeder.claimer.claim_if_room(time.monotonic()) is True
             [row] = lane.waiting
             outcome = {"id": row.id, "attempt": row.attempt, "state": "succeeded", "result": 3}
             assert feeder.outbox.record([outcome], [(row.id, row.attempt)]) == {row.id}

@@ -60,7 +60,7 @@ def claimed(count: int) -> tuple[Feeder, Connection, list[dict[str, object]]]:
     db = Connection("default", name="test-feeder-writes")
     lane = LaneRows("threads", entries=list(range(count)))
     feeder = Feeder(factories.worker_config(), token=uuid.uuid4(), db=db, lanes={"threads": lane})
-    assert feeder._claim_if_room(time.monotonic()) is True
+    assert feeder.claimer.claim_if_room(time.monotonic()) is True
     rows = list(lane.waiting)
     assert len(rows) == count
     outcomes = [
