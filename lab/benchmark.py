@@ -23,6 +23,7 @@ from django.db import connection
 from django.tasks import task
 
 from jobs.backend import enqueue_many
+from lab import wal
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -81,6 +82,56 @@ def measure_single_enqueue(count: int) -> float:
     for _ in range(count):
         noop.enqueue()
     return count / (time.perf_counter() - started)
+
+
+# The reference for one enqueue per transaction: the cheapest write a transaction can make,
+# a one-row autocommit INSERT into a narrow table with a primary key, on the same connection.
+BARE_TABLE = "lab_bare_insert"
+
+
+def measure_bare_insert(count: int) -> float:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"CREATE TABLE IF NOT EXISTS {BARE_TABLE} "
+            "(id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, at timestamptz NOT NULL DEFAULT now())"
+        )
+        cursor.execute(f"TRUNCATE {BARE_TABLE}")
+        started = time.perf_counter()
+        for _ in range(count):
+            cursor.execute(f"INSERT INTO {BARE_TABLE} DEFAULT VALUES")
+        return count / (time.perf_counter() - started)
+
+
+def measure_wal(count: int) -> dict[str, float] | None:
+    """WAL bytes per no-op job (full-page images left out: they follow the checkpoints, not
+    the statements), from the log (lab/wal.py): enqueued one per transaction, then drained by
+    ``runworker --burst`` with one executor (claims and outcomes, and the worker's own rows).
+    None where the server has no pg_walinspect."""
+    _truncate()
+    with connection.cursor() as cursor:
+        if not wal.available(cursor):
+            return None
+        wal.hold(cursor)
+        start = wal.position(cursor)
+        for _ in range(count):
+            noop.enqueue()
+        enqueued = wal.position(cursor)
+        subprocess.run(
+            [sys.executable, str(ROOT / "manage.py"), "runworker", "--burst", "--concurrency=1"],
+            env=_worker_env(),
+            check=True,
+        )
+        drained = wal.position(cursor)
+        _check_succeeded(count)
+        enqueue = wal.between(cursor, start, enqueued)
+        drain = wal.between(cursor, enqueued, drained)
+        cursor.execute("SELECT pg_drop_replication_slot('lab_wal_' || pg_backend_pid())")
+    return {
+        "wal_bytes_per_job": (enqueue.without_fpi + drain.without_fpi) / count,
+        "wal_bytes_per_job_enqueue": enqueue.without_fpi / count,
+        "wal_bytes_per_job_claim_outcome": drain.without_fpi / count,
+        "wal_index_entries_per_job": (enqueue.index_entries + drain.index_entries) / count,
+    }
 
 
 def measure_bulk_enqueue(count: int, batch: int) -> float:
@@ -268,7 +319,11 @@ def run(
     report = Report(runs=runs)
     for run_number in range(1, runs + 1):
         echo(f"run {run_number}/{runs}")
-        report.add("single_enqueue_per_s", measure_single_enqueue(single))
+        enqueued = measure_single_enqueue(single)
+        bare = measure_bare_insert(single)
+        report.add("single_enqueue_per_s", enqueued)
+        report.add("bare_insert_per_s", bare)
+        report.add("single_enqueue_pct_of_bare_insert", 100 * enqueued / bare)
         report.add("bulk_enqueue_per_s", measure_bulk_enqueue(bulk, 5_000))
         for concurrency in (1, 2):
             in_db, wall = measure_drain(drain, concurrency)
@@ -280,6 +335,8 @@ def run(
         latencies = measure_pickup(pickup)
         for pct in (50, 95, 99):
             report.add(f"pickup_p{pct}_ms", percentile(latencies, pct))
+        for name, value in (measure_wal(single) or {}).items():
+            report.add(name, value)
     after_1k, after_all = measure_memory(memory)
     report.add("executor_rss_after_1k_jobs_mib", after_1k)
     report.add(f"executor_rss_after_{memory // 1000}k_jobs_mib", after_all)

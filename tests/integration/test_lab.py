@@ -12,7 +12,7 @@ from tests.conftest import ROOT, manage, subprocess_env
 
 LAB_COMMANDS = {
     "benchmark", "chaos", "fleet", "bench_console", "bench_limits", "bench_metrics", "bench_push",
-    "bench_reports", "bench_scale", "bench_workflows",
+    "bench_reports", "bench_scale", "bench_workflows", "bench_layout",
 }  # fmt: skip
 PRODUCT = ["config", "jobs", "accounts", "notifications", "reports", "demos"]
 
@@ -55,3 +55,20 @@ def test_no_product_module_imports_the_lab() -> None:
                 if any(name == "lab" or name.startswith("lab.") for name in names):
                     offenders.append(str(path.relative_to(ROOT)))
     assert offenders == []
+
+
+@pytest.mark.django_db
+def test_the_layout_prototype_counts_the_index_entries_each_layout_writes() -> None:
+    # Today's layout writes 7 index entries per no-op job (enqueue: primary key, claimable;
+    # claim: primary key, lease; outcome: primary key, finished, console_state); layout B
+    # leaves jobs_job_finished out. Counted from the WAL, so they are exact, not timed.
+    env = subprocess_env(JOBS_LAB="true", DEBUG="true")
+    process = manage(
+        "bench_layout", "--jobs", "20", "--heartbeats", "5", "--layouts", "A,B",
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    out, err = process.communicate(timeout=300)
+    assert process.returncode == 0, err
+    rows = {line.split()[0]: line.split() for line in out.splitlines()[1:]}
+    # (A first page split or a new root adds a fraction on so few jobs.)
+    assert round(float(rows["A"][6])) == 7 and round(float(rows["B"][6])) == 6, out
