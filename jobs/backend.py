@@ -409,7 +409,7 @@ class PostgresBackend(BaseTaskBackend):
         ]
 
     def _announce(self, results: list[JobResult]) -> None:
-        if signals.observed(signals.task_enqueued):
+        if signals.wanted(signals.task_enqueued, signals.ENQUEUED):
             for result in results:
                 if not result.deduplicated:
                     signals.task_enqueued.send(sender=type(self), task_result=result)
