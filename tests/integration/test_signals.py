@@ -79,7 +79,7 @@ def test_started_and_finished_carry_the_times_the_row_keeps(heard: list[tuple[st
     done = basic.add.get_result(result.id)
     assert (started.started_at, started.last_attempted_at) == (at, at)
     assert (finished.started_at, finished.last_attempted_at) == (done.started_at, done.last_attempted_at)
-    assert started.enqueued_at == finished.enqueued_at == done.enqueued_at
+    assert started.enqueued_at == finished.enqueued_at == result.enqueued_at == done.enqueued_at
 
 
 def test_a_later_attempt_keeps_the_first_start(heard: list[tuple[str, Any, Any]]) -> None:
