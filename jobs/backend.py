@@ -13,18 +13,17 @@ from datetime import datetime
 from typing import Any
 
 import psycopg
-from django.db import connections
 from django.tasks import Task
 from django.tasks.backends.base import BaseTaskBackend
-from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist
-from django.utils import timezone
+from django.tasks.exceptions import InvalidTask
 
-from . import limits, observe, otel, pooler, signals, store
+from . import limits, observe, otel, signals, store
 from .conf import JobsSettings, backend_alias, jobs_settings
+from .db import connect, enqueue_cursor
 from .exceptions import BadTaskOptions, InvalidPayload
 from .ids import uuid7, uuid7_many
 from .limits import LimitSpec, task_limit_name
-from .models import Job, Limit
+from .models import Limit
 from .options import (
     JOB_OPTIONS,
     MAX_DEDUPE_KEY_LENGTH,
@@ -36,7 +35,7 @@ from .options import (
 from .ownership import owner_key
 from .payloads import ArgumentCheck, dump_payload
 from .registry import exception_classes, on_backend, resolve_task
-from .results import JobResult, result_from_job
+from .results import Call, JobResult, new_results, read_result, settle, stamp
 from .retry import RetryPolicy
 
 # Names users and the engine import from here; options and results live in their own modules.
@@ -51,10 +50,6 @@ __all__ = [
     "check_payload",
     "enqueue_many",
 ]
-
-# Database aliases this process found reachable directly or through a pooler in session
-# mode, where prepared enqueues are safe (pooler.refuse_transaction_pooler).
-_direct_or_session: set[str] = set()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -100,8 +95,9 @@ class JobTask(Task):
             except TypeError as exc:
                 raise InvalidTask(str(exc)) from exc
         # Not super(): @dataclass(slots=True) builds a new class, and the zero-argument
-        # super() of a method still refers to the one it replaced.
-        task = Task.using(self, **changes) if changes else self
+        # super() of a method still refers to the one it replaced. With no change at all,
+        # a new equal task, as Django's.
+        task = Task.using(self, **changes) if changes or not own else self
         return replace(task, **own) if own else task  # type: ignore[return-value]
 
     def enqueue_many(self, calls: Iterable[tuple[Sequence[Any], dict[str, Any]]]) -> list[JobResult]:
@@ -267,7 +263,7 @@ class PostgresBackend(BaseTaskBackend):
     def enqueue(self, task: Task, args: Sequence[Any], kwargs: dict[str, Any]) -> JobResult:
         return self.bulk_enqueue([(task, args, kwargs)])[0]
 
-    def bulk_enqueue(self, calls: Iterable[tuple[Task, Sequence[Any], dict[str, Any]]]) -> list[JobResult]:
+    def bulk_enqueue(self, calls: Iterable[Call]) -> list[JobResult]:
         """Enqueue many jobs, of one task or several: one COPY or INSERT of their rows."""
         calls = list(calls)
         if not calls:
@@ -292,9 +288,7 @@ class PostgresBackend(BaseTaskBackend):
         finally:
             otel.end(spans)
 
-    def _copy_as_made(
-        self, calls: list[tuple[Task, Sequence[Any], dict[str, Any]]]
-    ) -> list[JobResult] | None:
+    def _copy_as_made(self, calls: list[Call]) -> list[JobResult] | None:
         """A bulk enqueue of one task, due now, without dedupe key or limit, outside any
         transaction (enqueue_many in autocommit): each job is made, checked and its result
         made while PostgreSQL inserts the ones before it (store.copy_jobs_as_made); a call
@@ -307,7 +301,7 @@ class PostgresBackend(BaseTaskBackend):
         template = self._template(task)
         if template.limit_name is not None:
             return None
-        cursor = self._cursor()
+        cursor = enqueue_cursor(self.database)
         raw = cursor.connection
         if not (raw.autocommit and raw.info.transaction_status == psycopg.pq.TransactionStatus.IDLE):
             # In the caller's transaction a failed check must not abort it: checked first.
@@ -324,92 +318,41 @@ class PostgresBackend(BaseTaskBackend):
         made_rows = made()
         # The first job is checked before any statement; the results are made while
         # PostgreSQL inserts the last rows.
-        store.copy_jobs_as_made(
+        enqueued_at = store.copy_jobs_as_made(
             cursor,
             next(made_rows),
             made_rows,
-            meanwhile=lambda: results.extend(self._results_of(calls, rows)),
+            meanwhile=lambda: results.extend(new_results(calls, rows, backend=self.alias)),
         )
+        stamp(results, enqueued_at)
         if observe.enqueued_sink is not None:
             observe.enqueued_sink(template.task_path, len(results))
         self._announce(results)
         return results
 
-    def _cursor(self) -> psycopg.Cursor[Any]:
-        """The psycopg cursor enqueues use on this backend's Django connection: the caller's
-        connection, in the caller's transaction (invariant 1). A psycopg cursor rather than
-        Django's, so the statement is prepared once per connection."""
-        conn = connections[self.database]
-        conn.validate_no_broken_transaction()
-        conn.ensure_connection()
-        raw = conn.connection
-        if not jobs_settings().POOLED and self.database not in _direct_or_session:
-            self._refuse_transaction_pooler(raw)
-        if jobs_settings().PREPARED_STATEMENTS and raw.prepare_threshold is None:
-            # Django turns psycopg's prepared statements off (for poolers that cannot keep
-            # them). Its own cursors bind on the client and never prepare anyway; this lets
-            # the enqueue statement be prepared once per connection. JOBS_PREPARED_STATEMENTS
-            # =false keeps it off (PgBouncer older than 1.21 in transaction mode).
-            raw.prepare_threshold = 5
-        # One cursor per connection, kept on Django's connection object (making one costs
-        # a tenth of the Python work of an enqueue); a new connection gets a new one.
-        kept = getattr(conn, "_jobs_enqueue_cursor", None)
-        if kept is None or kept.connection is not raw or kept.closed:
-            kept = psycopg.Cursor(raw)
-            conn._jobs_enqueue_cursor = kept  # type: ignore[attr-defined]
-        return kept
-
-    def _refuse_transaction_pooler(self, raw: psycopg.Connection) -> None:
-        """Prepared enqueues through a pooler in transaction mode fail or run another
-        client's statement: a clear error instead, once per process (a database's pooler
-        does not come and go while the process lives)."""
-        from .db import connect
-
-        pooler.refuse_transaction_pooler(
-            raw, lambda: connect(self.database, application_name="jobs-pooler-check")
-        )
-        _direct_or_session.add(self.database)
-
-    def _insert(
-        self, calls: list[tuple[Task, Sequence[Any], dict[str, Any]]], rows: list[store.NewJob]
-    ) -> list[JobResult]:
-        cursor = self._cursor()
+    def _insert(self, calls: list[Call], rows: list[store.NewJob]) -> list[JobResult]:
+        cursor = enqueue_cursor(self.database)
         # The results are made as if every job were new, while PostgreSQL writes a bulk
-        # enqueue's rows (store.insert_jobs); those a dedupe key led back to are replaced.
+        # enqueue's rows (store.insert_jobs); then each gets its row's created_at, and those
+        # a dedupe key led back to are replaced.
         results: list[JobResult] = []
         outcome = store.insert_jobs(
             cursor,
             rows,
             prepare=jobs_settings().PREPARED_STATEMENTS,
             lapse=self._lapse_running_holders,
-            meanwhile=lambda: results.extend(self._results_of(calls, rows)),
+            meanwhile=lambda: results.extend(new_results(calls, rows, backend=self.alias)),
         )
         if observe.enqueued_sink is not None:
-            for row, (_, created) in zip(rows, outcome, strict=True):
-                if created:
+            for row, (_, created_at) in zip(rows, outcome, strict=True):
+                if created_at is not None:
                     observe.enqueued_sink(row.task_path, 1)
-        # Jobs that a dedupe key led back to, read in one query however many there are.
-        held = {job_id for job_id, created in outcome if not created}
-        if held:
-            existing = {job.id: job for job in Job.objects.using(self.database).filter(id__in=held)}
-            for index, (job_id, created) in enumerate(outcome):
-                if not created:
-                    results[index] = replace(self.result_from_job(existing[job_id]), deduplicated=True)
+        settle(results, outcome, backend=self.alias, database=self.database)
         self._announce(results)
         return results
 
-    def _results_of(
-        self, calls: list[tuple[Task, Sequence[Any], dict[str, Any]]], rows: list[store.NewJob]
-    ) -> list[JobResult]:
-        """The results of the calls' jobs, inserted as these rows."""
-        enqueued_at, alias, new = timezone.now(), self.alias, JobResult.of_new_job
-        return [
-            new(task, row, enqueued_at=enqueued_at, backend=alias, args=args, kwargs=kwargs)
-            for (task, args, kwargs), row in zip(calls, rows, strict=True)
-        ]
-
     def _announce(self, results: list[JobResult]) -> None:
-        if signals.observed(signals.task_enqueued):
+        if signals.wanted(signals.task_enqueued, signals.ENQUEUED):
             for result in results:
                 if not result.deduplicated:
                     signals.task_enqueued.send(sender=type(self), task_result=result)
@@ -418,8 +361,6 @@ class PostgresBackend(BaseTaskBackend):
         """Mark running jobs whose dedupe window has passed lapsed, committed at once on a
         connection of its own (see store.insert_jobs). Rows locked this moment (a
         heartbeat, an outcome) are skipped: insert_jobs tries again."""
-        from .db import connect
-
         with connect(self.database, application_name="jobs-enqueue") as side:
             side.execute(
                 """
@@ -435,15 +376,7 @@ class PostgresBackend(BaseTaskBackend):
     # --- results ----------------------------------------------------------------------
 
     def get_result(self, result_id: str) -> JobResult:
-        try:
-            job = Job.objects.using(self.database).get(id=uuid.UUID(str(result_id)))
-        except (ValueError, Job.DoesNotExist) as exc:
-            raise TaskResultDoesNotExist(result_id) from exc
-        return self.result_from_job(job)
-
-    def result_from_job(self, job: Job) -> JobResult:
-        """The result of the job on this row, as this backend reports it."""
-        return result_from_job(job, backend=self.alias)
+        return read_result(result_id, backend=self.alias, database=self.database)
 
 
 def enqueue_many(task: Task, calls: Iterable[tuple[Sequence[Any], dict[str, Any]]]) -> list[JobResult]:

@@ -1,4 +1,5 @@
-"""Database connections outside Django's: autocommit psycopg, reconnect with backoff.
+"""Database connections outside Django's: autocommit psycopg, reconnect with backoff; and
+the psycopg cursor enqueues use on Django's own (``enqueue_cursor``).
 
 Workers and the scheduler do not use Django's connection for queue work: they need
 autocommit, LISTEN, and control over reconnects; the backend's bulk enqueue and the limits
@@ -19,6 +20,7 @@ from typing import Any, TypeVar
 import psycopg
 from django.apps import apps
 from django.conf import settings
+from django.db import connections
 from psycopg.conninfo import conninfo_to_dict
 from psycopg.types.json import set_json_loads
 
@@ -100,6 +102,40 @@ def connect(database: str = "default", *, application_name: str = "jobs", **libp
 
 # What the server answers to a connection it will never accept as configured (its FATAL
 # messages, in English: a server with other lc_messages is retried like any other failure).
+# Database aliases this process found reachable directly or through a pooler in session
+# mode, where prepared enqueues are safe (pooler.refuse_transaction_pooler).
+_direct_or_session: set[str] = set()
+
+
+def enqueue_cursor(database: str) -> psycopg.Cursor[Any]:
+    """The psycopg cursor enqueues use on Django's connection ``database``: the caller's
+    connection, in the caller's transaction (invariant 1). A psycopg cursor rather than
+    Django's, so the statement is prepared once per connection."""
+    conn = connections[database]
+    conn.validate_no_broken_transaction()
+    conn.ensure_connection()
+    raw = conn.connection
+    if not jobs_settings().POOLED and database not in _direct_or_session:
+        # Prepared enqueues through a pooler in transaction mode fail or run another
+        # client's statement: a clear error instead, once per process (a database's pooler
+        # does not come and go while the process lives).
+        refuse_transaction_pooler(raw, lambda: connect(database, application_name="jobs-pooler-check"))
+        _direct_or_session.add(database)
+    if jobs_settings().PREPARED_STATEMENTS and raw.prepare_threshold is None:
+        # Django turns psycopg's prepared statements off (for poolers that cannot keep
+        # them). Its own cursors bind on the client and never prepare anyway; this lets
+        # the enqueue statement be prepared once per connection. JOBS_PREPARED_STATEMENTS
+        # =false keeps it off (PgBouncer older than 1.21 in transaction mode).
+        raw.prepare_threshold = 5
+    # One cursor per connection, kept on Django's connection object (making one costs
+    # a tenth of the Python work of an enqueue); a new connection gets a new one.
+    kept = getattr(conn, "_jobs_enqueue_cursor", None)
+    if kept is None or kept.connection is not raw or kept.closed:
+        kept = psycopg.Cursor(raw)
+        conn._jobs_enqueue_cursor = kept  # type: ignore[attr-defined]
+    return kept
+
+
 _REFUSED = (
     ("does not exist", "the database or the role does not exist"),
     ("password authentication failed", "the password is wrong"),

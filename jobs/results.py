@@ -1,9 +1,11 @@
-"""The results enqueue and get_result hand back: ``JobResult``, made from a job just
-inserted (``JobResult.of_new_job``, thousands per bulk enqueue) or from a job row
-(``result_from_job``)."""
+"""The results enqueue and get_result hand back: ``JobResult``, made for jobs being
+inserted (``new_results``: thousands per bulk enqueue, made while PostgreSQL writes them),
+completed with what the insert returned (``settle``), or read from a job row
+(``read_result``, ``result_from_job``)."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
 from dataclasses import MISSING, dataclass, fields, replace
 from datetime import datetime
@@ -11,6 +13,7 @@ from typing import Any
 
 from django.tasks import Task, TaskResult
 from django.tasks.base import TASK_REFRESH_ATTRS, TaskError
+from django.tasks.exceptions import TaskResultDoesNotExist
 
 from . import store
 from .models import Job
@@ -35,20 +38,20 @@ class JobResult(TaskResult):  # type: ignore[misc]  # frozen at run time, not in
         task: Task,
         job: store.NewJob,
         *,
-        enqueued_at: datetime,
         backend: str,
         args: Sequence[Any],
         kwargs: dict[str, Any],
     ) -> JobResult:
-        """The result of a job just inserted, of these ``args`` and ``kwargs``. They are what
-        the handler will get (payloads.stored_value: copied when JSON keeps them as they are,
-        else decoded from the JSON stored), and the dataclass's __init__ is not run: a bulk
-        enqueue makes thousands of these."""
+        """The result of a job being inserted, of these ``args`` and ``kwargs``. They are
+        what the handler will get (payloads.stored_value: copied when JSON keeps them as they
+        are, else decoded from the JSON stored), and the dataclass's __init__ is not run: a
+        bulk enqueue makes thousands of these. ``enqueued_at`` is the row's created_at, set
+        once the database has returned it (``settle``, ``stamp``)."""
         result = cls.__new__(cls)
         _set_task(result, task)
         _set_id(result, str(job.id))
         _set_status(result, _QUEUED)
-        _set_enqueued_at(result, enqueued_at)
+        _set_enqueued_at(result, None)
         _set_started_at(result, None)
         _set_finished_at(result, None)
         _set_last_attempted_at(result, None)
@@ -95,11 +98,66 @@ _OTHER_RESULT_FIELDS = [
 ]
 
 
+# One enqueue call: the task, its args and its kwargs.
+Call = tuple[Task, Sequence[Any], dict[str, Any]]
+
+
+def new_results(calls: Sequence[Call], rows: Sequence[store.NewJob], *, backend: str) -> list[JobResult]:
+    """The results of the calls' jobs, being inserted as ``rows`` on ``backend`` (an alias)."""
+    new = JobResult.of_new_job
+    return [
+        new(task, row, backend=backend, args=args, kwargs=kwargs)
+        for (task, args, kwargs), row in zip(calls, rows, strict=True)
+    ]
+
+
+def stamp(results: Sequence[JobResult], enqueued_at: datetime) -> None:
+    """Set the results' enqueued_at: the created_at of their rows, all written at once."""
+    for result in results:
+        _set_enqueued_at(result, enqueued_at)
+
+
+def settle(
+    results: list[JobResult],
+    outcome: Sequence[tuple[uuid.UUID, datetime | None]],
+    *,
+    backend: str,
+    database: str,
+) -> None:
+    """Complete the results of an insert with what it returned for each row
+    (store.insert_jobs): a new job's enqueued_at is its row's created_at; a call that a
+    dedupe key led back to an unfinished job gets that job's result, marked deduplicated
+    (those jobs read in one query however many there are)."""
+    held = []
+    for index, (job_id, created_at) in enumerate(outcome):
+        if created_at is None:
+            held.append((index, job_id))
+        else:
+            _set_enqueued_at(results[index], created_at)
+    if held:
+        existing = {job.id: job for job in Job.objects.using(database).filter(id__in={i for _, i in held})}
+        for index, job_id in held:
+            results[index] = replace(result_from_job(existing[job_id], backend=backend), deduplicated=True)
+
+
+def read_result(result_id: str, *, backend: str, database: str) -> JobResult:
+    """The result of job ``result_id`` as ``backend`` (an alias) reports it, read from
+    ``database``; TaskResultDoesNotExist if there is no such job."""
+    try:
+        job = Job.objects.using(database).get(id=uuid.UUID(str(result_id)))
+    except (ValueError, Job.DoesNotExist) as exc:
+        raise TaskResultDoesNotExist(result_id) from exc
+    return result_from_job(job, backend=backend)
+
+
 def result_from_job(job: Job, *, backend: str) -> JobResult:
-    """The result of the job on this row, its task as enqueued on ``backend`` (an alias)."""
+    """The result of the job on this row, its task as enqueued on ``backend`` (an alias):
+    the queue, priority and backend it was enqueued with, and its ``run_after`` while it
+    has not started (see ``run_after``)."""
     task = on_backend(resolve_task(job.task_path), backend)
-    if task.queue_name != job.queue_name or task.priority != job.priority:
-        task = replace(task, queue_name=job.queue_name, priority=job.priority)
+    after = run_after(job)
+    if task.queue_name != job.queue_name or task.priority != job.priority or after != task.run_after:
+        task = replace(task, queue_name=job.queue_name, priority=job.priority, run_after=after)
     result = JobResult(
         task=task,
         id=str(job.id),
@@ -121,3 +179,15 @@ def result_from_job(job: Job, *, backend: str) -> JobResult:
     if job.state == State.SUCCEEDED:
         object.__setattr__(result, "_return_value", job.result)
     return result
+
+
+def run_after(job: Job) -> datetime | None:
+    """The ``run_after`` the job was enqueued with, as far as its row still tells it. An
+    enqueue writes ``run_at`` from ``run_after``, or makes it its own ``created_at`` (one
+    statement time); until the job first starts, ``run_at`` moves only by an operator (run
+    now, replay) or a limit deferring it, and it is still the earliest it will run. Once it has
+    started, ``run_at`` is its next attempt's due time, and the enqueued value is not kept:
+    a column for it would widen every job row for a value only this reads."""
+    if job.started_at is None and job.run_at != job.created_at:
+        return job.run_at
+    return None

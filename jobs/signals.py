@@ -1,9 +1,12 @@
 """django.tasks' signals, sent where this backend enqueues, starts and finishes a job.
 
-Django connects its own logging receivers to them (``django.tasks`` log lines; the worker
-writes its own line per outcome). Building a TaskResult for every job only for those would
-cost the worker a large share of its speed, so the signals are sent when a receiver other
-than Django's own is connected, and then to every receiver as Django would.
+Django connects its own logging receivers to them (the ``django.tasks`` log lines; the
+worker writes its own line per outcome). Building a TaskResult for every job only for
+receivers that would log nothing would cost the worker a large share of its speed, so a
+signal is sent when sending it reaches someone (``wanted``): a receiver other than Django's
+own, or Django's own with the ``django.tasks`` logger enabled at the level its line is
+logged at. Then it goes to every receiver, as Django sends it. Whether a user sees Django's
+lines depends on that logger alone, not on what else happens to be connected.
 
 ``task_finished`` is sent once per job, when it finishes: succeeded, or failed for good
 (dead). An attempt that will be retried is not a finished task.
@@ -11,6 +14,7 @@ than Django's own is connected, and then to every receiver as Django would.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import replace
 from typing import Any
 
@@ -26,29 +30,48 @@ task_enqueued = task_signals.task_enqueued
 task_started = task_signals.task_started
 task_finished = task_signals.task_finished
 
+# The levels of Django's own lines (django/tasks/signals.py): enqueued at DEBUG, started at
+# INFO, finished at INFO, or at ERROR when the task failed.
+ENQUEUED = logging.DEBUG
+STARTED = logging.INFO
+SUCCEEDED = logging.INFO
+FAILED = logging.ERROR
+
+_django_logger = logging.getLogger("django.tasks")
 _DJANGO_OWN = {
     id(task_signals.log_task_enqueued),
     id(task_signals.log_task_started),
     id(task_signals.log_task_finished),
 }
 
-
 # signal -> (a copy of its receivers list as it was, whether anything but Django's own
-# listens).
-_observed: dict[int, tuple[list[Any], bool]] = {}
+# listens, whether Django's own does).
+_listeners: dict[int, tuple[list[Any], bool, bool]] = {}
 
 
-def observed(signal: Signal) -> bool:
-    """Whether anything but Django's own logging receivers listens to ``signal``. Asked for
-    every job, so the answer is kept until a receiver is connected or disconnected (the
-    list compares equal to its copy, entry by entry, identity first: in C)."""
+def wanted(signal: Signal, level: int) -> bool:
+    """Whether sending ``signal`` now reaches anyone: a receiver other than Django's
+    logging ones, or Django's own receiver while the ``django.tasks`` logger is enabled at
+    ``level`` (the level Django logs that line at). Asked for every job: the receivers are
+    looked at again only when one is connected or disconnected, and the logger answers from
+    its own cache."""
+    others, django_own = _listening(signal)
+    return others or (django_own and _django_logger.isEnabledFor(level))
+
+
+def _listening(signal: Signal) -> tuple[bool, bool]:
+    """(anything but Django's own receivers, Django's own receiver) connected to ``signal``.
+    Kept until the receivers change (the list compares equal to its copy, entry by entry,
+    identity first: in C)."""
     receivers = signal.receivers
-    known = _observed.get(id(signal))
+    known = _listeners.get(id(signal))
     if known is not None and known[0] == receivers:
-        return known[1]
-    answer = any(lookup_key[0] not in _DJANGO_OWN for lookup_key, *_ in receivers)
-    _observed[id(signal)] = (list(receivers), answer)
-    return answer
+        return known[1], known[2]
+    keys = [lookup_key[0] for lookup_key, *_ in receivers]
+    others = any(key not in _DJANGO_OWN for key in keys)
+    django_own = any(key in _DJANGO_OWN for key in keys)
+    _listeners[id(signal)] = (list(receivers), others, django_own)
+    return others, django_own
 
 
 def send_finished_robust(

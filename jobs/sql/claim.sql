@@ -233,4 +233,5 @@ RETURNING j.id, j.task_path, j.args::text, j.kwargs::text, j.attempt, j.max_atte
           extract(epoch FROM CASE o.decision WHEN 'wait_rate' THEN o.start_at ELSE o.plan_at END
                              - coalesce(%(now)s, statement_timestamp()))::float8,
           extract(epoch FROM coalesce(%(now)s, statement_timestamp()) - j.run_at)::float8,
-          j.workflow_node IS NOT NULL
+          j.workflow_node IS NOT NULL,
+          nullif(j.started_at, j.last_attempted_at)

@@ -56,10 +56,11 @@ WITH quick_commit AS MATERIALIZED (
               CASE WHEN o.expired THEN 'expire' ELSE 'start' END AS decision,
               NULL::float8,
               extract(epoch FROM coalesce(%(now)s, statement_timestamp()) - j.run_at)::float8,
-              j.workflow_node IS NOT NULL
+              j.workflow_node IS NOT NULL,
+              nullif(j.started_at, j.last_attempted_at)
 )
 SELECT * FROM claimed
 UNION ALL
 SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-       NULL, NULL, NULL, NULL, NULL, 'limits', NULL, NULL, NULL
+       NULL, NULL, NULL, NULL, NULL, 'limits', NULL, NULL, NULL, NULL
 WHERE EXISTS (SELECT 1 FROM jobs_limit)

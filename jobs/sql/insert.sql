@@ -44,7 +44,7 @@ WITH ins AS (
         WHERE dedupe_key IS NOT NULL AND NOT dedupe_lapsed
               AND state IN ('scheduled', 'queued', 'running')
         DO NOTHING
-    RETURNING id, queue_name, state, limit_name, limit_key
+    RETURNING id, queue_name, state, limit_name, limit_key, created_at
 ), keys AS (
     INSERT INTO jobs_limit_state (limit_name, limit_key)
     SELECT DISTINCT limit_name, limit_key FROM ins WHERE limit_name IS NOT NULL
@@ -55,4 +55,4 @@ WITH ins AS (
     -- (The wake-up check of insert_one.sql.)
     WHERE NOT (%(checked)s AND jobs_queue_has_due(d.queue_name))
 )
-SELECT ins.id FROM ins, (SELECT count(*) FROM woken) AS w
+SELECT ins.id, ins.created_at FROM ins, (SELECT count(*) FROM woken) AS w

@@ -1,5 +1,5 @@
 -- Insert one job without a dedupe key: the common call, kept as cheap as it can be (no
--- ON CONFLICT, nothing returned but the wake-up).
+-- ON CONFLICT; it returns the row's created_at, the result's enqueued_at, and wakes).
 --
 -- Outside a transaction (checked: true), workers are woken only when the job's queue had no
 -- due job before it: with due jobs waiting, every worker of the queue is busy or about to
@@ -29,9 +29,10 @@ WITH ins AS (
             %(backoff_base)s::float8, %(backoff_cap)s::float8, %(jitter)s::bool,
             %(soft_timeout)s::float8, %(non_retryable)s::text[], %(trace_id)s, %(owner)s,
             %(public)s, %(expires_at)s::timestamptz)
-    RETURNING queue_name, state
+    RETURNING queue_name, state, created_at
 )
-SELECT pg_notify('jobs_queued', ins.queue_name)
+SELECT ins.created_at,
+       CASE WHEN %(notify)s AND ins.state = 'queued'
+                 AND NOT (%(checked)s AND jobs_queue_has_due(ins.queue_name))
+            THEN pg_notify('jobs_queued', ins.queue_name) END
 FROM ins
-WHERE %(notify)s AND ins.state = 'queued'
-  AND NOT (%(checked)s AND jobs_queue_has_due(ins.queue_name))

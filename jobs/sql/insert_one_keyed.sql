@@ -19,9 +19,9 @@ WITH ins AS (
         WHERE dedupe_key IS NOT NULL AND NOT dedupe_lapsed
               AND state IN ('scheduled', 'queued', 'running')
         DO NOTHING
-    RETURNING id, queue_name, state
+    RETURNING id, queue_name, state, created_at
 )
-SELECT ins.id,
+SELECT ins.id, ins.created_at,
        CASE WHEN %(notify)s AND ins.state = 'queued'
                  AND NOT (%(checked)s AND jobs_queue_has_due(ins.queue_name))
             THEN pg_notify('jobs_queued', ins.queue_name) END

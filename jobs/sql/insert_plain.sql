@@ -5,9 +5,9 @@ WITH ins AS (
     INSERT INTO jobs_job (id, task_path, queue_name, priority, args, kwargs, max_attempts, trace_id)
     VALUES (%(id)s, %(task_path)s, %(queue_name)s, %(priority)s, %(args)s::jsonb, %(kwargs)s::jsonb,
             %(max_attempts)s, %(trace_id)s)
-    RETURNING queue_name
+    RETURNING queue_name, created_at
 )
-SELECT pg_notify('jobs_queued', ins.queue_name)
+SELECT ins.created_at,
+       CASE WHEN %(notify)s AND NOT (%(checked)s AND jobs_queue_has_due(ins.queue_name))
+            THEN pg_notify('jobs_queued', ins.queue_name) END
 FROM ins
-WHERE %(notify)s
-  AND NOT (%(checked)s AND jobs_queue_has_due(ins.queue_name))

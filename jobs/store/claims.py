@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
 from .statements import execute, sql
@@ -57,6 +57,17 @@ class Claimed(NamedTuple):
     waited: float = 0.0
     # A workflow step: its outcome write locks its workflow first (sql/record_outcomes.sql).
     in_workflow: bool = False
+    # When the job's first attempt started, if not in this claim (a retry, or a run after a
+    # snooze or a handback); None when this attempt is its first start.
+    first_started_at: datetime | None = None
+
+    def attempted_at(self) -> datetime:
+        """This attempt's start as the claim wrote it (the row's ``last_attempted_at``): the
+        claim's time, or the start a rate limit planned. Worked out from ``run_at``,
+        ``waited`` and ``start_in`` (whole microseconds, which a float8 carries to the
+        microsecond) rather than returned by every claim for the few attempts that need it."""
+        at = self.run_at + timedelta(seconds=self.waited)
+        return at if self.start_in is None else at + timedelta(seconds=self.start_in)
 
 
 def claim(

@@ -85,10 +85,11 @@ def insert_jobs(
     prepare: bool = False,
     lapse: Lapse | None = None,
     meanwhile: Callable[[], None] | None = None,
-) -> list[tuple[uuid.UUID, bool]]:
-    """Insert jobs; return, in input order, (id, created) for each.
+) -> list[tuple[uuid.UUID, datetime | None]]:
+    """Insert jobs; return, in input order, (id, created_at) for each: the new row's
+    created_at (the database's clock, which the result reports as ``enqueued_at``).
 
-    ``created`` is False where a dedupe key was held by an unfinished job: the id is then
+    ``created_at`` is None where a dedupe key was held by an unfinished job: the id is then
     that job's. A holder whose window has passed is marked lapsed and a new job inserted;
     ``lapse(ids, now)``, if given, marks running holders outside the caller's transaction.
 
@@ -103,8 +104,8 @@ def insert_jobs(
     with _Overlap(meanwhile) as overlap:
         if len(jobs) == 1 and jobs[0].dedupe_key is None and jobs[0].limit_name is None:
             # The common call: one job, nothing to deduplicate.
-            _insert_one(cursor, jobs[0], notify=notify, checked=checked, now=now, prepare=prepare)
-            return [(jobs[0].id, True)]
+            at = _insert_one(cursor, jobs[0], notify=notify, checked=checked, now=now, prepare=prepare)
+            return [(jobs[0].id, at)]
         # A keyed job alone is one statement, and on a conflict look-ups that stand on their own.
         with _one_transaction(cursor) if len(jobs) > 1 else nullcontext():
             return _insert_many(
@@ -175,15 +176,15 @@ def _insert_many(
     prepare: bool,
     lapse: Lapse | None,
     meanwhile: _Overlap,
-) -> list[tuple[uuid.UUID, bool]]:
-    result: dict[int, tuple[uuid.UUID, bool]] = {}
+) -> list[tuple[uuid.UUID, datetime | None]]:
+    result: dict[int, tuple[uuid.UUID, datetime | None]] = {}
     pending = list(enumerate(jobs))
     # Rows under a limit go through insert.sql, which gives their keys a state row.
     keyless = [(index, job) for index, job in pending if job.dedupe_key is None and job.limit_name is None]
     if len(keyless) >= COPY_THRESHOLD:
         # Many rows that cannot conflict: COPY is several times faster than INSERT.
-        _copy_jobs(cursor, [job for _, job in keyless], notify=notify, now=now, meanwhile=meanwhile)
-        result.update((index, (job.id, True)) for index, job in keyless)
+        times = _copy_jobs(cursor, [job for _, job in keyless], notify=notify, now=now, meanwhile=meanwhile)
+        result.update((index, (job.id, at)) for (index, job), at in zip(keyless, times, strict=True))
         copied = {index for index, _ in keyless}
         pending = [(index, job) for index, job in pending if index not in copied]
     # Each round either inserts a row or finds its holder; a holder that finishes or
@@ -204,11 +205,11 @@ def _insert_many(
         params["checked"] = checked
         params["now"] = now
         execute(cursor, statement, params, prepare=prepare)
-        inserted = {row[0] for row in cursor.fetchall()}
+        inserted = {row[0]: row[1] for row in cursor.fetchall()}
         conflicted = []
         for index, job in pending:
             if job.id in inserted:
-                result[index] = (job.id, True)
+                result[index] = (job.id, inserted[job.id])
             else:
                 conflicted.append((index, job))
         pending = _resolve_dedupe_conflicts(cursor, conflicted, result, now, lapse)
@@ -229,7 +230,7 @@ _PLAIN_COLUMNS = ("id", "task_path", "queue_name", "priority", "args", "kwargs",
 
 def _insert_one(
     cursor: Any, job: NewJob, *, notify: bool, checked: bool, now: datetime | None, prepare: bool
-) -> None:
+) -> datetime:
     if now is None and job.is_plain():
         statement = sql("insert_plain")
         params = {col: getattr(job, col) for col in _PLAIN_COLUMNS}
@@ -241,6 +242,8 @@ def _insert_one(
     params["notify"] = notify
     params["checked"] = checked
     execute(cursor, statement, params, prepare=prepare)
+    created_at: datetime = cursor.fetchone()[0]
+    return created_at
 
 
 # Batches of keyless rows at least this large go through COPY.
@@ -254,9 +257,10 @@ _COPY_COLUMNS = (
 
 def _copy_jobs(
     cursor: Any, jobs: Sequence[NewJob], *, notify: bool, now: datetime | None, meanwhile: _Overlap
-) -> None:
+) -> list[datetime | None]:
     """COPY rows without dedupe keys, on the caller's connection (inside the caller's
-    transaction when there is one), waking workers as insert.sql does."""
+    transaction when there is one), waking workers as insert.sql does; returns each row's
+    created_at."""
     clock = now or datetime.now(UTC)
     due_queues: set[str] = set()
     # Due now, by the columns' defaults (the statement's time, and 'queued'): with no
@@ -264,9 +268,13 @@ def _copy_jobs(
     bare: list[NewJob] = []
     dressed: list[NewJob] = []
     timed: list[tuple[NewJob, datetime, str]] = []
+    # Which COPY each row goes in: 0 bare, 1 dressed, 2 timed.
+    kinds: list[int] = []
     for job in jobs:
         if job.run_at is None and now is None:
-            (bare if job.is_plain() else dressed).append(job)
+            plain = job.is_plain()
+            (bare if plain else dressed).append(job)
+            kinds.append(0 if plain else 1)
             due_queues.add(job.queue_name)
         else:
             # 'scheduled' unless due by this process's clock: one scheduled a moment early
@@ -275,10 +283,9 @@ def _copy_jobs(
             run_at = job.run_at or clock
             state = "scheduled" if run_at > clock else "queued"
             timed.append((job, run_at, state))
+            kinds.append(2)
             if state == "queued":
                 due_queues.add(job.queue_name)
-    if notify and due_queues:
-        _wake(cursor, due_queues)
     # One COPY per kind of row; while the last ends, the caller's ``meanwhile``. The
     # columns' defaults stand for the options of bare rows (as in insert_plain.sql): less
     # than half the values travel.
@@ -293,16 +300,34 @@ def _copy_jobs(
             ((*_copy_values(job), run_at, state) for job, run_at, state in timed),
             meanwhile,
         )
+    # Every row of a COPY has its statement's time: the first row of each tells it.
+    firsts = [rows[0].id if rows else None for rows in (bare, dressed, [job for job, _, _ in timed[:1]])]
+    stamps = _wake_and_stamp(cursor, due_queues if notify else set(), firsts)
+    return [stamps[kind] for kind in kinds]
 
 
-def _wake(cursor: Any, queues: set[str]) -> None:
-    """Wake the workers of the queues, at commit (after the rows about to be written exist).
-    Always: a batch is written in a transaction, and a queue's due jobs seen now may all be
+def _wake_and_stamp(
+    cursor: Any, queues: set[str], copied: Sequence[uuid.UUID | None]
+) -> list[datetime | None]:
+    """Wake the workers of the queues, at commit (once the rows written exist), and return
+    the created_at of the rows ``copied`` (None for None): the first row of each COPY, whose
+    time is every row's of that COPY (the COPY statement's). It runs after the COPY, in its
+    transaction, where the wake-up is sent at commit all the same. The wake-up is always
+    sent: a batch is written in a transaction, and a queue's due jobs seen now may all be
     claimed by its commit (insert_one.sql)."""
     cursor.execute(
-        "SELECT pg_notify(%(channel)s, q.name) FROM unnest(%(queues)s::text[]) AS q(name)",
-        {"channel": NOTIFY_CHANNEL, "queues": sorted(queues)},
+        """
+        SELECT (SELECT count(*) FROM (SELECT pg_notify(%(channel)s, q.name)
+                                      FROM unnest(%(queues)s::text[]) AS q(name)) AS woken),
+               array(SELECT j.created_at
+                     FROM unnest(%(ids)s::uuid[]) WITH ORDINALITY AS c(id, ord)
+                     LEFT JOIN jobs_job j ON j.id = c.id
+                     ORDER BY c.ord)
+        """,
+        {"channel": NOTIFY_CHANNEL, "queues": sorted(queues), "ids": list(copied)},
     )
+    created_at: list[datetime | None] = cursor.fetchone()[1]
+    return created_at
 
 
 def copy_jobs_as_made(
@@ -312,9 +337,10 @@ def copy_jobs_as_made(
     *,
     notify: bool = True,
     meanwhile: Callable[[], None] | None = None,
-) -> None:
+) -> datetime:
     """COPY a batch whose rows are made as they are sent: PostgreSQL inserts rows while the
-    caller makes (and checks) the next ones, instead of waiting for the whole batch.
+    caller makes (and checks) the next ones, instead of waiting for the whole batch. Returns
+    the rows' created_at (one for all: the COPY statement's time).
 
     ``first`` and every row of ``rest`` share their task and options: due now, no dedupe
     key, no limit (insert_jobs takes any other batch). Only on a connection outside any
@@ -331,9 +357,10 @@ def copy_jobs_as_made(
         raise ValueError("copy_jobs_as_made takes rows due now, without dedupe key or limit")
     columns, values = (_PLAIN_COLUMNS, _plain_values) if first.is_plain() else (_COPY_COLUMNS, _copy_values)
     with _Overlap(meanwhile) as overlap, conn.transaction():
-        if notify:
-            _wake(cursor, {first.queue_name})
         _copy_rows(cursor, columns, map(values, chain([first], rest)), overlap)
+        [created_at] = _wake_and_stamp(cursor, {first.queue_name} if notify else set(), [first.id])
+    assert created_at is not None
+    return created_at
 
 
 def _plain_values(job: NewJob) -> tuple[Any, ...]:
@@ -400,7 +427,7 @@ def _copy_values(job: NewJob) -> tuple[Any, ...]:
 def _resolve_dedupe_conflicts(
     cursor: Any,
     conflicted: list[tuple[int, NewJob]],
-    result: dict[int, tuple[uuid.UUID, bool]],
+    result: dict[int, tuple[uuid.UUID, datetime | None]],
     now: datetime | None,
     lapse: Lapse | None,
 ) -> list[tuple[int, NewJob]]:
@@ -438,5 +465,5 @@ def _resolve_dedupe_conflicts(
         if holder is None or holder[1]:
             retry.append((index, job))
         else:
-            result[index] = (holder[0], False)
+            result[index] = (holder[0], None)
     return retry

@@ -122,15 +122,12 @@ class Attempts:
         args, kwargs = _decode(row.args, row.kwargs)
         info.check(args, kwargs)
         begun = Begun(row, info, args, kwargs, self.policy(row, info), started)
-        if (
-            info.takes_context
-            or signals.observed(signals.task_started)
-            or signals.observed(signals.task_finished)
-        ):
+        announce = signals.wanted(signals.task_started, signals.STARTED)
+        if info.takes_context or announce:
             begun.running = _task_result(info.task, row, args, kwargs, self.token)
             if info.takes_context:
                 begun.progress = Tracker((row.id, row.attempt), self.progress_sink)
-            if signals.observed(signals.task_started):
+            if announce:
                 _send_robust(signals.task_started, info.task, begun.running)
         return begun
 
@@ -166,8 +163,8 @@ class Attempts:
         if begun.progress is not None and begun.progress.latest is not None:
             outcome["progress"] = begun.progress.latest
         self.log.finished(row, begun.started, "succeeded")
-        if begun.running is not None and signals.observed(signals.task_finished):
-            _send_finished(begun, value=value)
+        if signals.wanted(signals.task_finished, signals.SUCCEEDED):
+            self._send_finished(begun, value=value)
         return outcome
 
     def failed(
@@ -207,11 +204,30 @@ class Attempts:
         if (
             decision.state == "dead"
             and begun is not None
-            and begun.running is not None
-            and signals.observed(signals.task_finished)
+            and signals.wanted(signals.task_finished, signals.FAILED)
         ):
-            _send_finished(begun, error=error)
+            self._send_finished(begun, error=error)
         return outcome
+
+    def _send_finished(self, begun: Begun, *, value: Any = None, error: BaseException | None = None) -> None:
+        """task_finished for the job of ``begun``, with the TaskResult its start had (made
+        now if nothing needed it then). Receivers' errors are logged, never the job's."""
+        row = begun.row
+        try:
+            running = begun.running
+            if running is None:
+                running = _task_result(begun.info.task, row, begun.args, begun.kwargs, self.token)
+            sender = type(begun.info.task.get_backend())
+            for receiver, response in signals.send_finished_robust(sender, running, value=value, error=error):
+                if isinstance(response, BaseException):
+                    logger.error(
+                        "event=signal_receiver_failed signal=task_finished job=%s receiver=%r error=%r",
+                        row.id,
+                        receiver,
+                        short(response),
+                    )
+        except Exception:
+            logger.exception("event=signal_failed signal=task_finished job=%s", row.id)
 
     def _unknown_task(self, row: Claimed, error: UnknownTask, started: float, outcome: Outcome) -> Outcome:
         # A deploy may be rolling out: a worker still on the old code meets a task only the
@@ -296,19 +312,22 @@ def _decode(args: Any, kwargs: Any) -> tuple[list[Any], dict[str, Any]]:
 
 
 def _task_result(task: Task, row: Claimed, args: list[Any], kwargs: dict[str, Any], token: Any) -> TaskResult:
+    """The job as it runs, with the times the claim wrote on its row (the database's)."""
+    attempted_at = row.attempted_at()
     return TaskResult(
         task=task,
         id=str(row.id),
         status=TaskResultStatus.RUNNING,
         enqueued_at=row.created_at,
-        started_at=None,
+        started_at=row.first_started_at or attempted_at,
         finished_at=None,
-        last_attempted_at=None,
+        last_attempted_at=attempted_at,
         args=args,
         kwargs=kwargs,
         backend=task.backend,
         errors=[],
-        # One entry per attempt so that context.attempt is right.
+        # One entry per attempt, so that context.attempt is right; the earlier attempts'
+        # workers are not on the claimed row, and reading them would slow every claim.
         worker_ids=[""] * (row.attempt - 1) + [str(token)],
     )
 
@@ -321,20 +340,3 @@ def _send_robust(signal: Any, task: Task, running: TaskResult) -> None:
                 receiver,
                 short(response),
             )
-
-
-def _send_finished(begun: Begun, *, value: Any = None, error: BaseException | None = None) -> None:
-    assert begun.running is not None
-    try:
-        for receiver, response in signals.send_finished_robust(
-            type(begun.info.task.get_backend()), begun.running, value=value, error=error
-        ):
-            if isinstance(response, BaseException):
-                logger.error(
-                    "event=signal_receiver_failed signal=task_finished job=%s receiver=%r error=%r",
-                    begun.row.id,
-                    receiver,
-                    short(response),
-                )
-    except Exception:
-        logger.exception("event=signal_failed signal=task_finished job=%s", begun.row.id)

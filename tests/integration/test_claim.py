@@ -96,6 +96,34 @@ def test_claim_uses_the_database_clock_without_now(limits: bool) -> None:
     assert claim(now=None, limits=limits) == [soon.id]
 
 
+@pytest.mark.django_db
+@STATEMENTS
+@pytest.mark.parametrize("at", [T0, None], ids=["now given", "database clock"])
+def test_a_claimed_row_tells_its_attempts_start_and_its_first(limits: bool, at: Any) -> None:
+    # What the claim wrote on the row (last_attempted_at, started_at) is what the worker's
+    # TaskResult reports, the first start only when it is not this one.
+    job = factories.job(State.QUEUED, run_at=T0 - timedelta(days=2, seconds=3.25))
+
+    def claimed(now: Any) -> Any:
+        worker = uuid.uuid4()
+        with connection.cursor() as cursor:
+            [row] = store.claim(cursor, worker=worker, queues=["default"], limit=1, now=now, limits=limits)
+        job.refresh_from_db()
+        return row
+
+    first = claimed(at)
+    assert (first.attempted_at(), first.first_started_at) == (job.last_attempted_at, None)
+    assert job.started_at == job.last_attempted_at
+    if at is not None:
+        assert job.last_attempted_at == T0
+    # Back in the queue, as after a retry: the next claim starts a later attempt.
+    retry_at = job.last_attempted_at - timedelta(seconds=0.123457)
+    Job.objects.filter(id=job.id).update(state=State.QUEUED, run_at=retry_at)
+    second = claimed(None if at is None else T0 + timedelta(minutes=5))
+    assert (second.attempted_at(), second.first_started_at) == (job.last_attempted_at, job.started_at)
+    assert second.first_started_at == first.attempted_at() != second.attempted_at()
+
+
 @pytest.mark.django_db(transaction=True)
 @STATEMENTS
 def test_two_connections_claiming_at_once_never_get_the_same_row(limits: bool) -> None:

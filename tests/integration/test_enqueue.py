@@ -154,10 +154,9 @@ def test_a_large_batch_goes_through_copy_with_the_same_guarantees() -> None:
 
 @pytest.mark.django_db(transaction=True)
 def test_a_large_batch_outside_a_transaction_wakes_workers_only_once_its_rows_are_visible() -> None:
-    # Autocommit: the wake-up and the COPY are two statements. Each used to commit on its
+    # Autocommit: the COPY and the wake-up are two statements. Each used to commit on its
     # own, so an idle worker was woken before the rows existed, found nothing and slept a
-    # poll interval. Another session's SHARE lock holds the COPY (not the wake-up's read)
-    # between the two.
+    # poll interval. Another session's SHARE lock holds the COPY, before the wake-up.
     size = store.COPY_THRESHOLD * 2
     with (
         connect(application_name="test-listener") as listener,
@@ -378,7 +377,7 @@ def new_job(key: str | None, window: float | None) -> store.NewJob:
 def test_a_dedupe_window_holds_the_key_only_that_long(batch: bool) -> None:
     t0 = timezone.now()
 
-    def insert(at: datetime) -> tuple[uuid.UUID, bool]:
+    def insert(at: datetime) -> tuple[uuid.UUID, datetime | None]:
         # With a keyless job beside it the row goes through the bulk statement.
         jobs = [new_job("digest", 60), new_job(None, None)] if batch else [new_job("digest", 60)]
         with connection.cursor() as cursor:
@@ -386,10 +385,10 @@ def test_a_dedupe_window_holds_the_key_only_that_long(batch: bool) -> None:
 
     first, created = insert(t0)
     assert created
-    assert insert(t0 + timedelta(seconds=59)) == (first, False)
+    assert insert(t0 + timedelta(seconds=59)) == (first, None)
     later, created = insert(t0 + timedelta(seconds=60))
     assert created and later != first
-    assert insert(t0 + timedelta(seconds=90)) == (later, False)
+    assert insert(t0 + timedelta(seconds=90)) == (later, None)
     # The first job still runs; it just no longer holds the key.
     old = Job.objects.get(id=first)
     assert (old.state, old.dedupe_lapsed) == (State.QUEUED, True)
@@ -465,9 +464,10 @@ def test_enqueues_waiting_on_a_holder_that_rolls_back_make_exactly_one_job() -> 
 @pytest.mark.django_db
 def test_enqueue_many_inserts_every_job_in_one_statement(statements: list[str]) -> None:
     results = basic.add.enqueue_many(([i, i], {}) for i in range(500))
-    # One statement that wakes the workers (sent at commit), then one COPY of every row.
+    # One COPY of every row, then one statement that wakes the workers (sent at commit)
+    # and reads the rows' created_at.
     assert len(inserts(statements)) == 1 and inserts(statements)[0].startswith("COPY jobs_job")
-    assert len(statements) == 2 and "pg_notify" in statements[0]
+    assert len(statements) == 2 and "pg_notify" in statements[1]
     assert [r.args for r in results] == [[i, i] for i in range(500)]
     assert len({r.id for r in results}) == 500
     stored = dict(Job.objects.values_list("id", "args"))
@@ -595,13 +595,17 @@ def test_meanwhile_runs_once_and_its_error_comes_after_the_rows(jobs: Any) -> No
 
 
 @pytest.mark.django_db
-def test_a_copy_ended_while_meanwhile_runs_leaves_its_row_count_on_the_cursor() -> None:
+def test_a_copy_ended_while_meanwhile_runs_leaves_the_cursor_in_step() -> None:
+    # The COPY's result lands on psycopg's cursor (not on Django's wrapper): the statement
+    # after it, on the same cursor, reads the rows' times and has its own row count.
     batch = [copy_job(i) for i in range(store.COPY_THRESHOLD)]
     calls: list[int] = []
     with connection.cursor() as cursor:
-        store.insert_jobs(cursor, batch, meanwhile=lambda: calls.append(1))
-        assert cursor.cursor.rowcount == len(batch)
+        outcome = store.insert_jobs(cursor, batch, meanwhile=lambda: calls.append(1))
+        assert cursor.cursor.rowcount == 1
     assert calls == [1]
+    stored = dict(Job.objects.values_list("id", "created_at"))
+    assert outcome == [(job.id, stored[job.id]) for job in batch]
 
 
 @pytest.mark.django_db(transaction=True)

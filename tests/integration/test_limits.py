@@ -187,9 +187,10 @@ def test_starts_within_the_horizon_come_with_their_time_and_late_ones_keep_their
         claimed = store.claim(cursor, worker=token, queues=["default"], limit=30, now=T0)
     starts = [row for row in claimed if row.decision == "start"]
     assert [round(row.start_in, 3) for row in starts] == [n / 100 for n in range(10)]
-    # The row says when each one starts, not when it was claimed.
+    # The row says when each one starts, not when it was claimed, and so does the claim.
     times = [job.started_at for job in started(ids)]
     assert times == [T0 + timedelta(milliseconds=10 * n) for n in range(10)]
+    assert [row.attempted_at() for row in starts] == times
     waiting = list(Job.objects.filter(id__in=ids, state=State.SCHEDULED).order_by("run_at"))
     assert len(waiting) == 20
     assert waiting[0].run_at == T0 + timedelta(milliseconds=100 - 50)
