@@ -222,7 +222,7 @@ MODULE_LINES = 400
 SIZED_APPS = ("jobs", "lab", "web", "accounts", "notifications", "reports")
 # Past the limit today, each being split in work of its own (the enqueue path's rework). An
 # entry that its module no longer needs fails the test, so this list only shrinks.
-SPLIT_PENDING = {"jobs/backend.py", "jobs/store/enqueue.py"}
+SPLIT_PENDING = {"jobs/store/enqueue.py"}
 _SAYS_WHY = re.compile(r"Longer than 400 lines because\s+\S")
 
 
