@@ -57,7 +57,7 @@ ensure_venv() {
   # `runworker` start then reads them instead of compiling them again, also where
   # PYTHONDONTWRITEBYTECODE is set (as in many container images). An edited file's stale
   # copy is simply ignored (Python checks the source's time and size).
-  (cd "$ROOT" && "$VENV/bin/python" -m compileall -q jobs accounts notifications reports demos lab config \
+  (cd "$ROOT" && "$VENV/bin/python" -m compileall -q jobs web accounts notifications reports demos lab config \
     manage.py >/dev/null)
 }
 
