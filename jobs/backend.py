@@ -124,8 +124,8 @@ class _Template:
     task_path: str
     queue_name: str
     priority: int
-    # JobOptions.columns() of the task's options, made once: every job of it has them.
-    columns: dict[str, Any]
+    # The task's options, made once: every job of it holds them.
+    options: JobOptions
     arguments: ArgumentCheck
     limit_name: str | None
 
@@ -206,7 +206,7 @@ class PostgresBackend(BaseTaskBackend):
             queue_name=task.queue_name,
             priority=task.priority,
             # Unset timeout and lease: the worker's JOBS_DEFAULT_TIMEOUT and JOBS_LEASE_SECONDS.
-            columns=job_options.columns(),
+            options=job_options,
             arguments=ArgumentCheck(task.func, takes_context=task.takes_context),
             limit_name=self._limit_of(options),
         )
@@ -245,7 +245,7 @@ class PostgresBackend(BaseTaskBackend):
             args=args_json,
             kwargs=kwargs_json,
             run_at=task.run_after,
-            **template.columns,
+            options=template.options,
             dedupe_key=options.dedupe_key if options else None,
             dedupe_window=options.dedupe_window if options else None,
             # The trace of the code enqueueing (a request, a job's handler: jobs.observe);

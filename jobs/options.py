@@ -1,17 +1,23 @@
 """A job's options: the bundle every job row carries (attempts, time limits, lease, backoff,
 non-retryable errors), and the checks a task's options pass before any job of it is made.
 
-``JobOptions`` is the one spelling of that bundle. The enqueue backend makes it from a task
-(``@task(...)``, ``.using(...)``) and writes its ``columns()``; the worker reads it back from
-a claimed row (``from_row``) and turns it into a retry policy, so the executor, the
-supervisor's settlements and the reaper decide with the same values.
+``JobOptions`` is the one spelling of that bundle. Each of its fields is the jobs_job column
+of its name (``OPTION_COLUMNS``). The enqueue backend makes it from a task (``@task(...)``,
+``.using(...)``), once per task, and every row of that task's jobs holds it (jobs.store's
+NewJob): the store writes its ``column_values``. The worker reads it back from a claimed row
+(``from_row``) and turns it into a retry policy, so the executor, the supervisor's
+settlements and the reaper decide with the same values.
+
+Adding an option: a field here (and its line in ``of_task``), its column on jobs_job, and
+the column in the statements that write and claim rows (jobs/sql/insert*.sql, claim*.sql).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
+from dataclasses import MISSING, dataclass, field, fields
 from datetime import datetime
+from operator import attrgetter
 from typing import Any
 
 from django.tasks.exceptions import InvalidTask
@@ -39,20 +45,37 @@ JOB_OPTIONS = (
 @dataclass(frozen=True, slots=True, kw_only=True)
 class JobOptions:
     """The options a job row stores, as stored: ``None`` means the worker's setting
-    (JOBS_DEFAULT_TIMEOUT, JOBS_LEASE_SECONDS, JOBS_BACKOFF_BASE and _CAP, jitter on)."""
+    (JOBS_DEFAULT_TIMEOUT, JOBS_LEASE_SECONDS, JOBS_BACKOFF_BASE and _CAP, jitter on). A
+    field's default is its column's default."""
 
     max_attempts: int
     # Hard time limit of one attempt (seconds): the executor process is killed.
     timeout: float | None = None
-    # Soft limit: SoftTimeLimitExceeded is raised inside the handler first.
-    soft_timeout: float | None = None
     lease_seconds: float | None = None
     backoff_base: float | None = None
     backoff_cap: float | None = None
     # NULL on the row is the default (jitter on); only False is written.
     jitter: bool | None = None
+    # Soft limit: SoftTimeLimitExceeded is raised inside the handler first.
+    soft_timeout: float | None = None
     # Dotted paths of exception classes that go straight to the dead-letter state.
     non_retryable: tuple[str, ...] = ()
+    # Made once with the options (one per task, held by each of its jobs' rows, so nothing
+    # of this is made per job): the fields' values in OPTION_COLUMNS order as statements
+    # take them (non_retryable a list, for a text[]) ...
+    column_values: tuple[Any, ...] = field(init=False, repr=False, compare=False)
+    # ... and whether every option but max_attempts has its default: then the columns'
+    # defaults stand for them, and a row writes max_attempts alone (jobs/sql/insert_plain.sql).
+    plain: bool = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        values = _read_columns(self)
+        object.__setattr__(
+            self, "column_values", tuple(list(v) if isinstance(v, tuple) else v for v in values)
+        )
+        object.__setattr__(
+            self, "plain", all(getattr(self, name) == default for name, default in _DEFAULTS.items())
+        )
 
     @classmethod
     def of_task(cls, task: Any, *, default_max_attempts: int) -> JobOptions:
@@ -72,29 +95,15 @@ class JobOptions:
     def from_row(cls, row: Any) -> JobOptions:
         """The options of a job row read back (a claimed row, jobs.store.Claimed, or any
         object with the columns as attributes)."""
-        return cls(
-            max_attempts=row.max_attempts,
-            timeout=row.timeout,
-            soft_timeout=row.soft_timeout,
-            lease_seconds=row.lease_seconds,
-            backoff_base=row.backoff_base,
-            backoff_cap=row.backoff_cap,
-            jitter=row.jitter,
-            non_retryable=tuple(row.non_retryable or ()),
-        )
+        return cls.from_columns(_read_columns(row))
 
-    def columns(self) -> dict[str, Any]:
-        """The row's columns these options fill (jobs.store.NewJob's keyword arguments)."""
-        return {
-            "max_attempts": self.max_attempts,
-            "timeout": self.timeout,
-            "soft_timeout": self.soft_timeout,
-            "lease_seconds": self.lease_seconds,
-            "backoff_base": self.backoff_base,
-            "backoff_cap": self.backoff_cap,
-            "jitter": self.jitter,
-            "non_retryable": self.non_retryable,
-        }
+    @classmethod
+    def from_columns(cls, values: Sequence[Any]) -> JobOptions:
+        """The options of a job row from its OPTION_COLUMNS' values, in that order, as read
+        (non_retryable a list, or None)."""
+        options = dict(zip(OPTION_COLUMNS, values, strict=True))
+        options["non_retryable"] = tuple(options["non_retryable"] or ())
+        return cls(**options)
 
     def retry_policy(self, *, task_path: str, backoff_base: float, backoff_cap: float) -> RetryPolicy:
         """The retry policy of a job of ``task_path`` with these options, the given
@@ -107,6 +116,21 @@ class JobOptions:
             jitter=True if self.jitter is None else self.jitter,
             non_retryable=exception_classes(self.non_retryable, owner=task_path),
         )
+
+
+# jobs_job's columns that JobOptions fill: its fields' names, in the order of its ``column_values``.
+OPTION_COLUMNS: tuple[str, ...] = tuple(option.name for option in fields(JobOptions) if option.init)
+# The options that have a default (every one but max_attempts), with it.
+_DEFAULTS = {option.name: option.default for option in fields(JobOptions) if option.default is not MISSING}
+_read_columns = attrgetter(*OPTION_COLUMNS)
+
+
+def retry_key(row: Any) -> tuple[Any, ...]:
+    """What the retry policy of a claimed row's job is made of (its task and the options
+    ``retry_policy`` reads), hashable: a worker keeps the policies it made by this key, and
+    reads a row's options only for a key it has not seen."""
+    return (row.task_path, row.max_attempts, row.backoff_base, row.backoff_cap, row.jitter,
+            tuple(row.non_retryable))  # fmt: skip
 
 
 def non_retryable_paths(entries: Iterable[type[BaseException] | str]) -> tuple[str, ...]:

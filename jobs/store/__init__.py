@@ -7,7 +7,8 @@ own rows), a worker's dedicated autocommit connection for everything after the c
 Statements take ``now=None``; tests pass a time to move the database's clock without
 sleeping (invariant 6).
 
-Modules by caller: ``enqueue`` (producers: INSERT or COPY on the caller's connection);
+Modules by caller: ``enqueue`` (producers: INSERT on the caller's connection, or COPY by
+``copying``, of ``rows``: NewJob, a job's own columns and its task's JobOptions);
 for workers, ``claims`` (claim, promote), ``outcomes`` (record outcomes and progress,
 release), ``leases`` (heartbeat, reap) and ``limit_keys`` (the housekeeper's look over the
 limits' keys); ``operator`` (the console and tools: cancel, discard, replay, run now,
@@ -18,11 +19,13 @@ record and its outcome, pruning old ones), imported as ``jobs.store.schedules``.
 """
 
 from .claims import LIMITS_DECLARED, UNSTARTED_LEASE, Claimed, Due, claim, limits_declared, next_due, promote
-from .enqueue import COPY_THRESHOLD, NewJob, copy_jobs_as_made, insert_jobs
+from .copying import COPY_THRESHOLD, copy_jobs_as_made
+from .enqueue import insert_jobs
 from .leases import REAP_GRACE, Beat, Reaped, extend_leases, reap, reap_token
 from .limit_keys import Tended, tend_limit_keys
 from .operator import cancel, discard, limit_changed, pause_queue, prune, replay, resume_queue, run_now
 from .outcomes import cancelled_among, record_outcomes, record_progress, release
+from .rows import NewJob
 from .statements import NOTIFY_CHANNEL, sql
 
 __all__ = [

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
+from ..options import JobOptions
 from .statements import execute, sql
 
 # A claimed job is leased this long (or for its own lease, if shorter) until its attempt
@@ -68,6 +69,13 @@ class Claimed(NamedTuple):
         microsecond) rather than returned by every claim for the few attempts that need it."""
         at = self.run_at + timedelta(seconds=self.waited)
         return at if self.start_in is None else at + timedelta(seconds=self.start_in)
+
+    @property
+    def options(self) -> JobOptions:
+        """The job's options, as one value (with the worker's timeout and lease where the
+        job has none of its own). Made on each read, not with the row: a worker reads them
+        only to make a retry policy it has not made before (jobs.options.retry_key)."""
+        return JobOptions.from_row(self)
 
 
 def claim(

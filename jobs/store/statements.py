@@ -5,6 +5,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from psycopg.pq import TransactionStatus
+
 SQL_DIR = Path(__file__).resolve().parent.parent / "sql"
 # The current source of every plpgsql function and trigger, one function (with its trigger)
 # per file. Migrations load these files, so today's definition is read in one place; a
@@ -46,3 +48,9 @@ def execute(cursor: Any, statement: str, params: Any, *, prepare: bool) -> None:
         cursor.execute(statement, params, prepare=True)
     else:
         cursor.execute(statement, params)
+
+
+def outside_transaction(conn: Any) -> bool:
+    """Whether a statement on ``conn`` (a psycopg connection) commits on its own: autocommit,
+    and no transaction open."""
+    return bool(conn.autocommit and conn.info.transaction_status == TransactionStatus.IDLE)

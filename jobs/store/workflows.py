@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from .enqueue import _COPY_COLUMNS, NewJob, _copy_values
+from .rows import COPY_COLUMNS, NewJob, copy_values
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,7 +36,7 @@ _NODE_COLUMNS = (
     "id", "parent", "position", "kind", "label", "size", "fail_fast", "signal_name", "timeout", "job_id",
     "target",
 )  # fmt: skip
-_STEP_COLUMNS = (*_COPY_COLUMNS, "state", "workflow_node", "workflow_position", "limit_name", "limit_key")
+_STEP_COLUMNS = (*COPY_COLUMNS, "state", "workflow_node", "workflow_position", "limit_name", "limit_key")
 
 
 def insert_workflow(
@@ -74,7 +74,7 @@ def insert_workflow(
         with cursor.copy(f"COPY jobs_job ({', '.join(_STEP_COLUMNS)}) FROM STDIN") as copy:
             for job in steps:
                 copy.write_row(
-                    (*_copy_values(job), "waiting", job.workflow_node, job.workflow_position, job.limit_name,
+                    (*copy_values(job), "waiting", job.workflow_node, job.workflow_position, job.limit_name,
                      job.limit_key)
                 )  # fmt: skip
         limited = sorted({(job.limit_name, job.limit_key) for job in steps if job.limit_name})

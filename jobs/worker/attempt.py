@@ -39,7 +39,7 @@ from .. import otel, signals
 from ..conf import backend_alias
 from ..exceptions import BadPayload, JobsError, UnknownTask
 from ..observe import current_trace
-from ..options import JobOptions
+from ..options import JobOptions, retry_key
 from ..payloads import ArgumentCheck, check_result, error_record, load_payload
 from ..progress import Sink, Tracker
 from ..registry import on_backend, resolve_task
@@ -133,17 +133,10 @@ class Attempts:
 
     def policy(self, row: Claimed, info: TaskInfo | None) -> RetryPolicy:
         """The job's retry policy (cached per distinct set of options)."""
-        key = (
-            row.task_path,
-            row.max_attempts,
-            row.backoff_base,
-            row.backoff_cap,
-            row.jitter,
-            tuple(row.non_retryable),
-        )
+        key = retry_key(row)
         policy = self.policies.get(key)
         if policy is None:
-            policy = policy_from_row(self.config, task_path=row.task_path, options=JobOptions.from_row(row))
+            policy = policy_from_row(self.config, task_path=row.task_path, options=row.options)
             if len(self.policies) < 256:
                 self.policies[key] = policy
         return policy

@@ -16,7 +16,7 @@ from typing import Any
 
 from .. import store
 from ..exceptions import ProcessDied, TimeLimitExceeded
-from ..options import JobOptions
+from ..options import OPTION_COLUMNS, JobOptions
 from ..payloads import error_record
 from ..retry import decide
 from .attempt import policy_from_row
@@ -105,20 +105,14 @@ def fail_attempt(
     attempt: int,
     error: dict[str, Any],
 ) -> tuple[str, str, str] | None:
-    cursor.execute(
-        "SELECT task_path, max_attempts, backoff_base, backoff_cap, jitter, non_retryable, queue_name "
-        "FROM jobs_job WHERE id = %s",
-        [job_id],
-    )
+    cursor.execute(_READ_JOB, [job_id])
     row = cursor.fetchone()
     if row is None:
         return None
-    task_path, max_attempts, base, cap, jitter, non_retryable, queue_name = row
+    task_path, queue_name, *columns = row
+    options = JobOptions.from_columns(columns)
+    max_attempts = options.max_attempts
     try:
-        options = JobOptions(
-            max_attempts=max_attempts, backoff_base=base, backoff_cap=cap, jitter=jitter,
-            non_retryable=tuple(non_retryable or ()),
-        )  # fmt: skip
         policy = policy_from_row(config, task_path=task_path, options=options)
     except Exception:  # noqa: BLE001 - a bad option on the row: the worker's defaults
         policy = policy_from_row(config, task_path=task_path, options=JobOptions(max_attempts=max_attempts))
@@ -145,6 +139,10 @@ def fail_attempt(
         return None
     killed = error.get("exception", "").endswith(".TimeLimitExceeded")
     return task_path, queue_name, "time_limit" if killed else "process_died"
+
+
+# A job's task, queue and options (jobs.options.OPTION_COLUMNS).
+_READ_JOB = f"SELECT task_path, queue_name, {', '.join(OPTION_COLUMNS)} FROM jobs_job WHERE id = %s"
 
 
 class _Failure(Exception):

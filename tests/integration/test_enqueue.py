@@ -24,6 +24,7 @@ from jobs.backend import JobResult, PostgresBackend
 from jobs.db import connect
 from jobs.exceptions import InvalidPayload
 from jobs.models import Job
+from jobs.options import JobOptions
 from jobs.states import State
 from tests.support import factories
 from tests.tasks import basic, engine
@@ -367,7 +368,7 @@ def test_a_dead_or_cancelled_holder_releases_the_key() -> None:
 def new_job(key: str | None, window: float | None) -> store.NewJob:
     return store.NewJob(
         id=uuid.uuid4(), task_path="tests.tasks.basic.noop", queue_name="default", priority=0,
-        args="[]", kwargs="{}", run_at=None, max_attempts=3, timeout=None, lease_seconds=300.0,
+        args="[]", kwargs="{}", run_at=None, options=JobOptions(max_attempts=3, lease_seconds=300.0),
         dedupe_key=key, dedupe_window=window,
     )  # fmt: skip
 
@@ -557,8 +558,8 @@ def test_a_copied_batch_with_keys_beside_it_gives_each_call_its_own_result() -> 
 def copy_job(index: int, timeout: float | None = None, dedupe_key: str | None = None) -> store.NewJob:
     return store.NewJob(
         id=uuid.uuid4(), task_path="tests.tasks.basic.noop", queue_name="default", priority=0,
-        args=f"[{index}]", kwargs="{}", run_at=None, max_attempts=3, timeout=timeout,
-        lease_seconds=None, dedupe_key=dedupe_key,
+        args=f"[{index}]", kwargs="{}", run_at=None, options=JobOptions(max_attempts=3, timeout=timeout),
+        dedupe_key=dedupe_key,
     )  # fmt: skip
 
 
