@@ -361,17 +361,8 @@ class PostgresBackend(BaseTaskBackend):
         """Mark running jobs whose dedupe window has passed lapsed, committed at once on a
         connection of its own (see store.insert_jobs). Rows locked this moment (a
         heartbeat, an outcome) are skipped: insert_jobs tries again."""
-        with connect(self.database, application_name="jobs-enqueue") as side:
-            side.execute(
-                """
-                UPDATE jobs_job SET dedupe_lapsed = true
-                WHERE id IN (SELECT id FROM jobs_job
-                             WHERE id = ANY(%(ids)s::uuid[]) AND NOT dedupe_lapsed
-                               AND dedupe_until <= coalesce(%(now)s, statement_timestamp())
-                             FOR UPDATE SKIP LOCKED)
-                """,
-                {"ids": ids, "now": now},
-            )
+        with connect(self.database, application_name="jobs-enqueue") as side, side.cursor() as cursor:
+            store.lapse_holders(cursor, ids, now)
 
     # --- results ----------------------------------------------------------------------
 

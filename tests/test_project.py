@@ -172,9 +172,6 @@ RAW_SQL_ALLOWED = {
     # The connections outside Django's, and commands about a connection rather than data:
     # the pooler probe's backend pid, the scheduler's and the worker's LISTEN.
     "jobs/db.py", "jobs/pooler.py", "jobs/scheduler/runner.py", "jobs/worker/relay.py",
-    # The dedupe window's lapse on a side connection; it joins jobs/store/enqueue.py with
-    # the enqueue options' rework.
-    "jobs/backend.py",
     # The worker runs the store's statements on its own connection; its registry row and
     # the housekeeper's batch calls are worker internals.
     "jobs/worker/executor.py", "jobs/worker/housekeeper.py", "jobs/worker/registry.py",

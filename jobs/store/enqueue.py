@@ -193,3 +193,19 @@ def _resolve_dedupe_conflicts(
         else:
             result[index] = (holder[0], None)
     return retry
+
+
+def lapse_holders(cursor: Any, ids: list[uuid.UUID], now: datetime | None) -> None:
+    """Mark the jobs ``ids`` whose dedupe window has passed lapsed (insert_jobs's ``lapse``,
+    on a connection of its own). Rows locked this moment (a heartbeat, an outcome) are
+    skipped: insert_jobs tries again."""
+    cursor.execute(
+        """
+        UPDATE jobs_job SET dedupe_lapsed = true
+        WHERE id IN (SELECT id FROM jobs_job
+                     WHERE id = ANY(%(ids)s::uuid[]) AND NOT dedupe_lapsed
+                       AND dedupe_until <= coalesce(%(now)s, statement_timestamp())
+                     FOR UPDATE SKIP LOCKED)
+        """,
+        {"ids": ids, "now": now},
+    )
