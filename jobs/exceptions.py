@@ -38,7 +38,8 @@ class SoftTimeLimitExceeded(JobsError):
 
 class JobCancelled(JobsError):
     """Raised inside a handler at its next check (``context.set_progress``,
-    ``context.raise_if_cancelled``) once an operator cancelled its job while it ran."""
+    ``context.raise_if_cancelled``, ``await context.araise_if_cancelled``) once an operator
+    cancelled its job while it ran."""
 
 
 class UnknownTask(JobsError):

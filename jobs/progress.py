@@ -8,6 +8,13 @@ outcome. So a handler may call it per row: a call costs a check and a dict updat
 
 The row's ``progress`` is ``{"done", "total", "message", "updated_at"}`` (``updated_at``
 by the database's clock when written); readers add ``percent`` (``view``).
+
+A handler sees an operator's cancel by asking: ``context.cancel_requested()`` or
+``raise_if_cancelled()`` from a blocking handler, ``await context.acancel_requested()`` or
+``araise_if_cancelled()`` from a coroutine, which runs the same query as Django's async ORM
+runs its own (``sync_to_async``, thread-sensitive: the connection the handler's own ORM
+calls use, never the event loop's thread). Either asks the database at most once per
+``CANCEL_CHECK_INTERVAL`` per attempt, so a loop may check on every turn.
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from asgiref.sync import sync_to_async
 from django.db import DEFAULT_DB_ALIAS, connections
 from django.tasks import TaskContext
 
@@ -105,11 +113,29 @@ class Tracker:
         CANCEL_CHECK_INTERVAL (on the handler's own connection), else answers from the last."""
         if self.cancelled:
             return True
+        if _in_event_loop() or not self._due():
+            # (An async handler's loop must not block on the database: acancel_requested.)
+            return False
+        return self._ask(database)
+
+    async def acancel_requested(self, database: str) -> bool:
+        """cancel_requested for a coroutine: the query runs off the event loop, as Django's
+        async ORM runs its queries."""
+        if self.cancelled:
+            return True
+        if not self._due():
+            return False
+        return await sync_to_async(self._ask, thread_sensitive=True)(database)
+
+    def _due(self) -> bool:
+        """Whether the database is due to be asked again (and, if so, mark it asked now)."""
         now = time.monotonic()
-        if now - self.checked_at < CANCEL_CHECK_INTERVAL or _in_event_loop():
-            # (An async handler's loop must not block on the database: it is not asked there.)
+        if now - self.checked_at < CANCEL_CHECK_INTERVAL:
             return False
         self.checked_at = now
+        return True
+
+    def _ask(self, database: str) -> bool:
         with connections[database].cursor() as cursor:
             cursor.execute(
                 "SELECT state = 'cancelled' OR cancel_requested_at IS NOT NULL FROM jobs_job WHERE id = %s",
@@ -141,14 +167,28 @@ class JobContext(TaskContext):  # type: ignore[misc]  # frozen at run time, not 
 
     def cancel_requested(self) -> bool:
         """Whether an operator cancelled this job while it runs (the database is asked at
-        most once a second, and only from synchronous handlers)."""
+        most once a second). From a blocking handler; a coroutine awaits
+        ``acancel_requested`` (here this answers from the last check only)."""
         return self.progress.cancel_requested(self._database())
 
     def raise_if_cancelled(self) -> None:
         """Stop here, with JobCancelled, if an operator cancelled this job: the handler's
         "next check". The attempt then ends the job 'cancelled'; this ends the work early."""
         if self.cancel_requested():
-            raise JobCancelled(f"job {self.task_result.id} was cancelled while it ran")
+            raise self._cancelled()
+
+    async def acancel_requested(self) -> bool:
+        """``cancel_requested`` for an ``async def`` handler: the database is asked (at most
+        once a second) without blocking the event loop."""
+        return await self.progress.acancel_requested(self._database())
+
+    async def araise_if_cancelled(self) -> None:
+        """``raise_if_cancelled`` for an ``async def`` handler."""
+        if await self.acancel_requested():
+            raise self._cancelled()
+
+    def _cancelled(self) -> JobCancelled:
+        return JobCancelled(f"job {self.task_result.id} was cancelled while it ran")
 
     def _database(self) -> str:
         from django.tasks import task_backends

@@ -1,7 +1,9 @@
 """Tasks that report progress and write result files (tests of jobs/progress.py, jobs/files.py)."""
 
+import asyncio
 import time
 
+from asgiref.sync import sync_to_async
 from django.db import connection
 from django.tasks import task
 
@@ -80,5 +82,23 @@ def work_until_cancelled(context: JobContext, key: str, steps: int = 600) -> str
     except BaseException:
         with connection.cursor() as cursor:
             cursor.execute("INSERT INTO test_side_effects (key) VALUES (%s)", [f"{key}:stopped"])
+        raise
+    return "finished"
+
+
+def _mark(key: str) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute("INSERT INTO test_side_effects (key) VALUES (%s)", [key])
+
+
+@task(takes_context=True, max_attempts=3)
+async def await_cancel(context: JobContext, key: str, steps: int = 600) -> str:
+    """A coroutine that checks for a cancel every 50 ms for up to 30 s; a cancel stops it."""
+    try:
+        for _ in range(steps):
+            await context.araise_if_cancelled()
+            await asyncio.sleep(0.05)
+    except BaseException:
+        await sync_to_async(_mark)(f"{key}:stopped")
         raise
     return "finished"
