@@ -4,7 +4,9 @@
 -- Each outcome names the job and the attempt it belongs to. A row changes only while it
 -- is still running under this worker's claim token and the same attempt: if the lease
 -- lapsed and the reaper (or another worker) took the job, zero rows match and the stale
--- outcome is dropped. The caller compares the returned ids with what it sent.
+-- outcome is dropped. Each recorded row comes back with the state it ended in (a cancel
+-- requested while it ran makes that 'cancelled' whatever the attempt came to): the caller
+-- compares the ids with what it sent, and counts each attempt by its job's state.
 --
 -- state:  'succeeded' (result), 'queued' (retry/snooze/release after delay seconds: a
 --         delay makes it 'scheduled'), 'dead' (error).
@@ -91,6 +93,6 @@ WITH steps_locked AS (
     WHERE j.id = v.id
       AND (j.state, j.worker_id, j.attempt) IS NOT DISTINCT FROM ('running', %(worker)s::uuid, v.attempt)
       AND (SELECT count(*) FROM steps_locked) >= 0
-    RETURNING j.id
+    RETURNING j.id, j.state
 )
-SELECT id FROM recorded
+SELECT id, state FROM recorded

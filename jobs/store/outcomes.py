@@ -1,6 +1,5 @@
 """The writes that end or annotate an attempt, each fenced on the claim (invariant 4):
-record outcomes and start marks, record progress, release unstarted jobs back to the queue;
-and the read that says which dropped outcomes were cancelled."""
+record outcomes and start marks, record progress, release unstarted jobs back to the queue."""
 
 from __future__ import annotations
 
@@ -23,10 +22,12 @@ def record_outcomes(
     progress: Sequence[dict[str, Any]] = (),
     lease_seconds: float = 300.0,
     prepare: bool = False,
-) -> set[uuid.UUID]:
+) -> dict[uuid.UUID, str]:
     """Apply attempt outcomes (see sql/record_outcomes.sql) and mark the ``started``
     (id, attempt) pairs as begun, their leases extended to full length (their own, else
-    ``lease_seconds``); return the ids whose outcome was recorded.
+    ``lease_seconds``); return the ids whose outcome was recorded, each with the state its
+    job ended in ('cancelled' for one whose cancel was requested while it ran, whatever
+    the outcome said, unless it succeeded).
 
     Each outcome is a dict with ``id`` and ``attempt`` (the fence) and ``state`` plus, as
     needed, ``result``, ``delay``, ``refund``, ``error``, ``progress`` (the attempt's
@@ -37,7 +38,7 @@ def record_outcomes(
     if progress:
         record_progress(cursor, worker=worker, reports=progress, now=now)
     if not outcomes and not started:
-        return set()
+        return {}
     outcomes = [{**o, "error": _storable_error(o["error"])} if o.get("error") else o for o in outcomes]
     execute(
         cursor,
@@ -54,7 +55,7 @@ def record_outcomes(
         },
         prepare=prepare,
     )
-    return {row[0] for row in cursor.fetchall()}
+    return dict(cursor.fetchall())
 
 
 def record_progress(
@@ -118,12 +119,3 @@ def release(
         },
     )
     return [row[0] for row in cursor.fetchall()]
-
-
-def cancelled_among(cursor: Any, ids: Sequence[uuid.UUID]) -> list[tuple[str, str]]:
-    """(task path, queue) of the jobs among ``ids`` that are cancelled: read when a fenced
-    outcome write found its job gone, to count why (the metrics)."""
-    cursor.execute(
-        "SELECT task_path, queue_name FROM jobs_job WHERE id = ANY(%s) AND state = 'cancelled'", [list(ids)]
-    )
-    return [(task, queue) for task, queue in cursor.fetchall()]

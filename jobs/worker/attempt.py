@@ -96,11 +96,14 @@ class Begun:
 class Attempts:
     """Runs attempts for one executor process (claim token ``token``)."""
 
-    def __init__(self, config: WorkerConfig, *, token: Any, tally: Tally | None = None) -> None:
+    def __init__(
+        self, config: WorkerConfig, *, token: Any, tally: Tally | None = None, log: JobLog | None = None
+    ) -> None:
         self.config = config
         self.token = token
-        # Each finished attempt's line and metrics.
-        self.log = JobLog(tally)
+        # Each finished attempt's line and metrics (``log``: the executor's, shared with
+        # its outbox; else one counting into ``tally``).
+        self.log = log if log is not None else JobLog(tally)
         self.tasks: dict[str, TaskInfo] = {}
         self.policies: dict[tuple[Any, ...], RetryPolicy] = {}
         # Where running attempts' progress reports go (the executor's feeder); None keeps

@@ -24,6 +24,7 @@ from ..db import Connection
 from .attempt import Attempts
 from .config import WorkerConfig
 from .feeder import Feeder
+from .joblog import JobLog
 from .lane_rows import ASYNC, INLINE, THREADS, LaneRows
 from .lanes import AsyncLane, Context, InlineLane, ThreadLane
 from .metrics import MetricsTable, Publisher
@@ -78,6 +79,9 @@ class Executor:
         # This executor's counts start from what its slot's earlier executors counted.
         self.publisher = Publisher(metrics, index) if metrics is not None else None
         tally = self.publisher.tally if self.publisher is not None else None
+        # Attempts that did not succeed are counted and logged once their outcome's write
+        # says how their job ended (joblog.py).
+        log = JobLog(tally, defer_failures=True)
         self.feeder = Feeder(
             config,
             token=token,
@@ -86,8 +90,9 @@ class Executor:
             wake_fd=wake_r,
             publisher=self.publisher,
             claims_held=claims_held,
+            log=log,
         )
-        self.attempts = Attempts(config, token=token, tally=tally)
+        self.attempts = Attempts(config, token=token, log=log)
         if tally is not None:
             # Jobs the handlers enqueue.
             observe.set_enqueued_sink(tally.count_enqueued)

@@ -34,6 +34,7 @@ from .claimer import Claimer
 from .config import WorkerConfig
 from .fairness import QueueShares
 from .handout import Handout
+from .joblog import JobLog
 from .lane_rows import LaneRows
 from .metrics import Publisher
 from .outbox import FLUSH_AFTER, FLUSH_COUNT, Outbox
@@ -54,6 +55,7 @@ class Feeder:
         wake_fd: int | None = None,
         publisher: Publisher | None = None,
         claims_held: Any = None,
+        log: JobLog | None = None,
     ) -> None:
         self.config = config
         self.lanes = lanes
@@ -64,7 +66,7 @@ class Feeder:
         # handlers: at most half the claim lease, within which every row must start.
         self.prefetch = Prefetch(min(config.prefetch_horizon, store.UNSTARTED_LEASE / 2), lanes)
         self.outbox = Outbox(
-            self.cv, db=db, token=token, lease_seconds=config.lease_seconds, publisher=publisher
+            self.cv, db=db, token=token, lease_seconds=config.lease_seconds, publisher=publisher, log=log
         )
         self.handout = Handout(
             self.cv,

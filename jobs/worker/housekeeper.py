@@ -56,7 +56,7 @@ from .config import WorkerConfig
 from .executor import die_with_parent, name_process
 from .metrics import MetricsTable, Publisher, WorkerCollector, serve
 from .relay import NotifyRelay
-from .settlement import Settlement, write_settlement
+from .settlement import Settlement, reaped_as, write_settlement
 from .slots import SlotTable
 
 logger = logging.getLogger("jobs.worker")
@@ -291,13 +291,13 @@ class Housekeeper:
             return
         for row in reaped:
             if self.publisher is not None and not row.unstarted:
-                self.publisher.tally.count(row.task_path, row.queue_name, "lease_lost")
+                self.publisher.tally.count(row.task_path, row.queue_name, reaped_as(row, "lease_lost"))
             logger.warning(
                 "event=reaped job=%s task=%s attempt=%d outcome=%s reason=%s",
                 row.id,
                 row.task_path,
                 row.attempt,
-                "released" if row.unstarted else ("dead" if row.state == "dead" else "retry"),
+                "released" if row.unstarted else reaped_as(row, "dead" if row.state == "dead" else "retry"),
                 "'worker lost before the job started'" if row.unstarted else "'worker lost'",
             )
         if reaped and self.publisher is not None:

@@ -54,6 +54,7 @@ OUTCOMES = {
     "snoozed": "snoozed",
     "waiting": "waiting",
     "dead": "dead",
+    "cancelled": "cancelled",
 }
 # Distinct label sets one process keeps; past it, the rest are counted under task "other"
 # (a bug that made task names unbounded must not grow the exposition without end).

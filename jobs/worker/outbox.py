@@ -11,6 +11,10 @@ fenced statement per batch (store.record_outcomes) on the feeder's connection.
   ``WRITE_INTERVAL`` has passed since that job's last one; its last report goes with its
   outcome instead.
 
+The statement returns the state each recorded job ended in: the attempts that did not
+succeed are counted and logged by it then (joblog.py), so that one whose job an operator
+cancelled while it ran counts as 'cancelled', not as the retry or failure it came to.
+
 A batch the database refuses for what one outcome holds is written again one by one, and
 an outcome that cannot be written at all as a dead job (outcome.unstorable), so that one
 bad result never takes the executor down with every job in hand.
@@ -35,6 +39,7 @@ from .. import store
 from ..db import Connection, is_connection_lost
 from ..progress import WRITE_INTERVAL
 from ..store import Claimed
+from .joblog import JobLog
 from .lane_rows import LaneRows
 from .metrics import Publisher
 from .outcome import Outcome, unstorable
@@ -60,6 +65,7 @@ class Outbox:
         token: uuid.UUID,
         lease_seconds: float,
         publisher: Publisher | None = None,
+        log: JobLog | None = None,
     ) -> None:
         self.cv = cv
         self.db = db
@@ -67,6 +73,9 @@ class Outbox:
         self.lease_seconds = lease_seconds
         # The executor's metrics, published after each write of outcomes (None: off).
         self.publisher = publisher
+        # The executor's per-attempt lines and counts: those held until their outcome is
+        # written are finished after each write (None: nothing is held).
+        self.log = log
         self.pending: list[Outcome] = []
         self.pending_since = 0.0
         # Being written right now (kept for the orphan release on reconnect).
@@ -171,7 +180,7 @@ class Outbox:
     ) -> None:
         """Write a batch; on a lost connection, put it back for the next try and raise."""
         try:
-            changed = self.record(outcomes, started, progressed)
+            ended = self.record(outcomes, started, progressed)
         except BaseException:
             with self.cv:
                 self.pending[:0] = outcomes
@@ -183,49 +192,34 @@ class Outbox:
             raise
         with self.cv:
             self.writing = []
-        dropped = []
-        if len(changed) != len(outcomes):
+        if len(ended) != len(outcomes):
             for outcome in outcomes:
-                if _as_uuid(outcome["id"]) not in changed:
-                    dropped.append(_as_uuid(outcome["id"]))
+                if _as_uuid(outcome["id"]) not in ended:
                     logger.warning(
                         "event=outcome_dropped job=%s attempt=%s reason=claim_superseded",
                         outcome["id"],
                         outcome["attempt"],
                     )
+        if self.log is not None and outcomes:
+            self.log.recorded(outcomes, ended)
         if self.publisher is not None and outcomes:
-            if dropped:
-                self._count_cancelled(dropped)
             self.publisher.publish()
-
-    def _count_cancelled(self, ids: list[uuid.UUID]) -> None:
-        """Count the dropped outcomes whose job was cancelled while it ran (the others lost
-        their lease: the reaper that took them back counted them)."""
-        assert self.publisher is not None
-        try:
-            cancelled = self.db.run(partial(_cancelled_among, ids=ids))
-        except psycopg.Error as exc:
-            if is_connection_lost(exc):
-                raise
-            logger.warning("event=metrics_read_failed error=%r", str(exc).strip())
-            return
-        for task, queue in cancelled:
-            self.publisher.tally.count(task, queue, "cancelled")
 
     def record(
         self,
         outcomes: list[Outcome],
         started: list[Key],
         progressed: Sequence[dict[str, Any]] = (),
-    ) -> set[uuid.UUID]:
-        """Run the batch's statement; the ids whose outcome was recorded."""
+    ) -> dict[uuid.UUID, str]:
+        """Run the batch's statement; the ids whose outcome was recorded, with the state
+        each job ended in."""
 
         def write(
             cursor: Any,
             batch: list[Outcome],
             marks: list[Key],
             progress: Sequence[dict[str, Any]] = (),
-        ) -> set[uuid.UUID]:
+        ) -> dict[uuid.UUID, str]:
             return store.record_outcomes(
                 cursor,
                 worker=self.token,
@@ -246,16 +240,16 @@ class Outbox:
         # would fail forever and take the executor down with every job in hand: write
         # them one by one, and an outcome that cannot be written at all as a dead job.
         logger.warning("event=outcome_batch_refused count=%d error=%r", len(outcomes), str(failure).strip())
-        changed: set[uuid.UUID] = set()
+        ended: dict[uuid.UUID, str] = {}
         self.db.run(partial(write, batch=[], marks=started, progress=progressed))
         for outcome in outcomes:
             try:
-                changed |= self.db.run(partial(write, batch=[outcome], marks=[]))
+                ended |= self.db.run(partial(write, batch=[outcome], marks=[]))
             except psycopg.Error as exc:
                 if is_connection_lost(exc):
                     raise
-                changed |= self.db.run(partial(write, batch=[unstorable(outcome, exc)], marks=[]))
-        return changed
+                ended |= self.db.run(partial(write, batch=[unstorable(outcome, exc)], marks=[]))
+        return ended
 
 
 def _oldest_unmarked(lanes: Iterable[LaneRows], marked: set[Key], now: float) -> float:
@@ -269,7 +263,3 @@ def _oldest_unmarked(lanes: Iterable[LaneRows], marked: set[Key], now: float) ->
 
 def _as_uuid(value: uuid.UUID | str) -> uuid.UUID:
     return value if isinstance(value, uuid.UUID) else uuid.UUID(value)
-
-
-def _cancelled_among(cursor: Any, *, ids: list[uuid.UUID]) -> list[tuple[str, str]]:
-    return store.cancelled_among(cursor, ids)

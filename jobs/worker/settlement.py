@@ -86,7 +86,7 @@ def write_settlement(cursor: Any, config: WorkerConfig, settlement: Settlement) 
         backoff_cap=config.backoff_cap,
     ):
         if not row.unstarted:
-            counted.append((row.task_path, row.queue_name, "process_died"))
+            counted.append((row.task_path, row.queue_name, reaped_as(row, "process_died")))
         logger.warning(
             "event=settled job=%s task=%s attempt=%d outcome=%s",
             row.id,
@@ -95,6 +95,12 @@ def write_settlement(cursor: Any, config: WorkerConfig, settlement: Settlement) 
             "released" if row.unstarted else row.state,
         )
     return counted
+
+
+def reaped_as(row: store.Reaped, lost: str) -> str:
+    """What a started attempt that a reaper took back is counted and logged as: 'cancelled'
+    if its cancel was requested while it ran (its job ends so: sql/reap.sql), else ``lost``."""
+    return "cancelled" if row.state == "cancelled" else lost
 
 
 def fail_attempt(
@@ -124,19 +130,23 @@ def fail_attempt(
         "delay": decision.delay,
         "error": error,
     }
-    changed = store.record_outcomes(cursor, worker=token, outcomes=[outcome])
+    ended = store.record_outcomes(cursor, worker=token, outcomes=[outcome]).get(job_id)
+    cancelled = ended == "cancelled"
     logger.warning(
         "event=attempt_failed job=%s task=%s attempt=%d/%d outcome=%s error=%r recorded=%s",
         job_id,
         task_path,
         attempt,
         max_attempts,
-        "retry" if decision.state == "queued" else "dead",
+        "cancelled" if cancelled else ("retry" if decision.state == "queued" else "dead"),
         error["message"],
-        bool(changed),
+        ended is not None,
     )
-    if not changed:
+    if ended is None:
         return None
+    if cancelled:
+        # An operator asked to cancel it while it ran: that is how it ended.
+        return task_path, queue_name, "cancelled"
     killed = error.get("exception", "").endswith(".TimeLimitExceeded")
     return task_path, queue_name, "time_limit" if killed else "process_died"
 

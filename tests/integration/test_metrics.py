@@ -1,9 +1,13 @@
 """The web app's /metrics (bearer token, queue gauges from the table, request and enqueue
-counters) and the trace middleware, on the real database."""
+counters) and the trace middleware, on the real database; and how a worker counts and logs
+each attempt: by the state its job ended in."""
 
 from __future__ import annotations
 
+import logging
 import re
+import time
+import uuid
 from datetime import timedelta
 
 import pytest
@@ -11,10 +15,17 @@ from django.test import Client, override_settings
 from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
-from jobs import metrics
+from jobs import metrics, store
+from jobs.db import Connection
 from jobs.models import Job
 from jobs.observe import current_trace, trace_from_headers, trace_id_of
 from jobs.states import State
+from jobs.worker import attempt
+from jobs.worker.attempt import Attempts
+from jobs.worker.feeder import Feeder
+from jobs.worker.joblog import JobLog
+from jobs.worker.lane_rows import LaneRows
+from jobs.worker.metrics import Tally
 from tests.support import factories
 from tests.tasks import observed
 
@@ -155,3 +166,58 @@ def test_jobs_enqueued_in_a_trace_carry_it_and_explicit_ids_win() -> None:
     stored = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
     assert trace_id_of(stored) == "0af7651916cd43dd8448eb211c80319c"
     assert trace_id_of("req-42") == "req-42"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_worker_counts_and_logs_each_attempt_by_the_state_its_job_ended_in(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    greet = "tests.tasks.observed.greet"
+    ids = [uuid.UUID(observed.greet.enqueue(CANARY).id) for _ in range(4)]
+    config = factories.worker_config()
+    token = uuid.uuid4()
+    tally = Tally()
+    log = JobLog(tally, defer_failures=True)
+    db = Connection("default", name="test-metrics")
+    lane = LaneRows("threads", entries=list(range(4)))
+    feeder = Feeder(config, token=token, db=db, lanes={"threads": lane}, log=log)
+    try:
+        assert feeder.claimer.claim_if_room(time.monotonic()) is True
+        rows = {row.id: row for row in lane.waiting}
+        failed_after_cancel, succeeded_after_cancel, failed, succeeded = (rows[i] for i in ids)
+        # An operator cancels two of them while they run: a request, the jobs still running.
+        store.cancel(failed_after_cancel.id)
+        store.cancel(succeeded_after_cancel.id)
+        attempts = Attempts(config, token=token, log=log)
+        started = time.monotonic()
+
+        def success(row: store.Claimed) -> dict[str, object]:
+            begun = attempt.begin(attempts, row, started)
+            assert isinstance(begun, attempt.Begun)
+            return dict(attempts.succeeded(begun, "hello"))
+
+        with caplog.at_level(logging.INFO, logger="jobs.job"):
+            outcomes = [
+                attempts.failed(failed_after_cancel, RuntimeError("boom"), started),
+                success(succeeded_after_cancel),
+                attempts.failed(failed, RuntimeError("boom"), started),
+                success(succeeded),
+            ]
+            # A success is counted at once; the others wait for their outcome's write.
+            assert tally.finished == {(greet, "default", "succeeded"): 2}
+            feeder.outbox.write(outcomes, [])  # type: ignore[arg-type]
+    finally:
+        feeder.close()
+        db.drop()
+    states = dict(Job.objects.values_list("id", "state"))
+    assert [states[i] for i in ids] == [State.CANCELLED, State.SUCCEEDED, State.SCHEDULED, State.SUCCEEDED]
+    assert tally.finished == {
+        (greet, "default", "cancelled"): 1,
+        (greet, "default", "succeeded"): 2,
+        (greet, "default", "retried"): 1,
+    }
+    assert log.deferred == {}
+    lines = {line.split()[0]: line for line in caplog.messages if line.startswith("job=")}
+    assert "outcome=cancelled" in lines[f"job={failed_after_cancel.id}"]
+    assert "outcome=retry" in lines[f"job={failed.id}"]
+    assert "outcome=succeeded" in lines[f"job={succeeded_after_cancel.id}"]

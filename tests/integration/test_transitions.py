@@ -36,7 +36,7 @@ def claim(*, worker: uuid.UUID | None = None, now=T0, limit: int = 10, queues=("
         return store.claim(cursor, worker=worker or uuid.uuid4(), queues=list(queues), limit=limit, now=now)
 
 
-def record(worker: uuid.UUID, *outcomes: dict[str, Any], now=T0) -> set[uuid.UUID]:
+def record(worker: uuid.UUID, *outcomes: dict[str, Any], now=T0) -> dict[uuid.UUID, str]:
     with connection.cursor() as cursor:
         return store.record_outcomes(cursor, worker=worker, outcomes=list(outcomes), now=now)
 
@@ -275,7 +275,7 @@ def test_a_second_claim_keeps_started_at_and_adds_a_token() -> None:
 
 def test_success_stores_the_result_and_finishes_the_job() -> None:
     job = factories.job(State.RUNNING, now=T0)
-    assert record(job.worker_id, succeeded(job, result={"sent": [1, 2]})) == {job.id}
+    assert record(job.worker_id, succeeded(job, result={"sent": [1, 2]})) == {job.id: "succeeded"}
     job.refresh_from_db()
     assert (job.state, job.result, job.finished_at) == (State.SUCCEEDED, {"sent": [1, 2]}, T0)
     assert (job.worker_id, job.lease_expires_at, job.errors) == (None, None, [])
@@ -283,7 +283,7 @@ def test_success_stores_the_result_and_finishes_the_job() -> None:
 
 def test_retry_requeues_after_the_delay_with_the_error_kept() -> None:
     job = factories.job(State.RUNNING, now=T0, attempt=2)
-    assert record(job.worker_id, retried(job, delay=30.5)) == {job.id}
+    assert record(job.worker_id, retried(job, delay=30.5)) == {job.id: "scheduled"}
     after = Job.objects.get(id=job.id)
     assert (after.state, after.attempt, after.finished_at) == (State.SCHEDULED, 2, None)
     assert after.run_at == T0 + timedelta(seconds=30.5)
@@ -326,7 +326,7 @@ def test_outcomes_are_recorded_in_one_statement_each_under_its_own_fence() -> No
     a, b, c = (factories.job(State.RUNNING, now=T0, worker=worker) for _ in range(3))
     other = factories.job(State.RUNNING, now=T0)
     changed = record(worker, succeeded(a), retried(b), dead(c), succeeded(other, result=2))
-    assert changed == {a.id, b.id, c.id}
+    assert changed == {a.id: "succeeded", b.id: "scheduled", c.id: "dead"}
     states = dict(Job.objects.values_list("id", "state"))
     assert (states[a.id], states[b.id], states[c.id], states[other.id]) == (
         State.SUCCEEDED, State.SCHEDULED, State.DEAD, State.RUNNING,
@@ -501,7 +501,7 @@ def test_cancel_of_a_running_job_waits_for_its_attempt_to_end() -> None:
     assert extend((job.id, job.worker_id), now=T0 + timedelta(seconds=10)) == {job.id}
     with pytest.raises(TransitionNotAllowed):
         store.replay(job.id)
-    assert record(job.worker_id, retried(job)) == {job.id}
+    assert record(job.worker_id, retried(job)) == {job.id: "cancelled"}
     cancelled = factories.row(job.id)
     assert (cancelled["state"], cancelled["worker_id"], cancelled["lease_expires_at"]) == (
         State.CANCELLED, None, None,
@@ -516,14 +516,14 @@ def test_cancel_of_a_running_job_waits_for_its_attempt_to_end() -> None:
 def test_a_running_job_whose_cancel_was_requested_ends_cancelled_whatever_its_failure(outcome) -> None:
     job = factories.job(State.RUNNING, now=T0)
     store.cancel(job.id)
-    assert record(job.worker_id, outcome(job)) == {job.id}
+    assert record(job.worker_id, outcome(job)) == {job.id: "cancelled"}
     assert factories.row(job.id)["state"] == State.CANCELLED
 
 
 def test_a_running_job_whose_cancel_was_requested_and_that_succeeded_stays_succeeded() -> None:
     job = factories.job(State.RUNNING, now=T0)
     store.cancel(job.id)
-    assert record(job.worker_id, succeeded(job, result=7)) == {job.id}
+    assert record(job.worker_id, succeeded(job, result=7)) == {job.id: "succeeded"}
     done = factories.row(job.id)
     assert (done["state"], done["result"]) == (State.SUCCEEDED, 7)
 
@@ -598,17 +598,17 @@ def test_a_worker_whose_lease_expired_and_whose_job_was_taken_over_cannot_write(
     assert (current["worker_id"], current["attempt"]) == (second, 2)
 
     for outcome in superseded_outcomes(job, attempt=1):
-        assert record(first, outcome, now=retaken_at) == set()
+        assert record(first, outcome, now=retaken_at) == {}
     # Not even with the current attempt number: the token is not the owner's.
     for outcome in superseded_outcomes(job, attempt=2):
-        assert record(first, outcome, now=retaken_at) == set()
+        assert record(first, outcome, now=retaken_at) == {}
     assert release(first) == []
     assert release(first, [job.id]) == []
     assert extend((job.id, first), now=retaken_at) == set()
     assert factories.row(job.id) == current
 
     job.refresh_from_db()
-    assert record(second, succeeded(job, attempt=2)) == {job.id}
+    assert record(second, succeeded(job, attempt=2)) == {job.id: "succeeded"}
 
 
 def test_the_same_worker_cannot_write_for_an_older_attempt() -> None:
@@ -623,17 +623,17 @@ def test_the_same_worker_cannot_write_for_an_older_attempt() -> None:
     current = factories.row(job.id)
     assert current["attempt"] == 2
     for outcome in superseded_outcomes(job, attempt=1):
-        assert record(worker, outcome) == set()
+        assert record(worker, outcome) == {}
     assert factories.row(job.id) == current
-    assert record(worker, succeeded(job, attempt=2)) == {job.id}
+    assert record(worker, succeeded(job, attempt=2)) == {job.id: "succeeded"}
 
 
 def test_an_outcome_is_recorded_once() -> None:
     job = factories.job(State.RUNNING, now=T0)
-    assert record(job.worker_id, succeeded(job, result=1)) == {job.id}
+    assert record(job.worker_id, succeeded(job, result=1)) == {job.id: "succeeded"}
     done = factories.row(job.id)
     for outcome in (succeeded(job, result=2), retried(job), dead(job), snoozed(job)):
-        assert record(job.worker_id, outcome) == set()
+        assert record(job.worker_id, outcome) == {}
     assert factories.row(job.id) == done
 
 
@@ -642,7 +642,7 @@ def test_a_reaped_job_waiting_for_retry_cannot_be_written_by_its_old_worker() ->
     reap(T0 + timedelta(seconds=LEASE + 1))
     waiting = factories.row(job.id)
     for outcome in superseded_outcomes(job, attempt=1):
-        assert record(job.worker_id, outcome) == set()
+        assert record(job.worker_id, outcome) == {}
     assert release(job.worker_id) == []
     assert factories.row(job.id) == waiting
 

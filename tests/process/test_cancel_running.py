@@ -1,11 +1,13 @@
 """A running attempt holds what it holds until it ends (invariant 13), with real workers:
 a cancelled running job keeps its concurrency slot, and its workflow step, until its handler
-returns; compensations run in reverse order of their steps' completion; chords fanning in
-on two executors never deadlock on their workflow rows."""
+returns; an async handler sees the cancel too, and its job is counted as it ended;
+compensations run in reverse order of their steps' completion; chords fanning in on two
+executors never deadlock on their workflow rows."""
 
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,9 +18,13 @@ from jobs import limits, store
 from jobs.models import Job
 from jobs.states import State
 from jobs.workflows import Workflow, chain, chord, group, step
+from tests.conftest import side_effect_counts
 from tests.process.test_limits import events, most_running, spans_of
+from tests.process.test_observability import finished, scrape
+from tests.support.mail import free_port
 from tests.support.workers import running_worker, start_marked, wait_until
 from tests.tasks import limited
+from tests.tasks import progress as progress_tasks
 from tests.tasks import workflows as t
 
 pytestmark = [pytest.mark.process, pytest.mark.usefixtures("side_effects")]
@@ -73,6 +79,30 @@ def test_a_cancelled_running_job_keeps_its_concurrency_slot_until_its_handler_en
     ended = Job.objects.get(id=first.id)
     # Its failure after the cancel is not retried: the job ends cancelled.
     assert (ended.state, ended.attempt, ended.cancel_requested_at) == (State.CANCELLED, 1, None)
+
+
+def test_an_async_handler_sees_a_cancel_and_its_job_is_counted_cancelled(tmp_path: Path) -> None:
+    job = progress_tasks.await_cancel.enqueue("async")
+    port = free_port()
+    with running_worker(tmp_path, "--concurrency", "1", "--metrics-port", str(port)) as worker:
+        wait_until(lambda: start_marked(job.id), timeout=20, message="the coroutine to start")
+        store.cancel(job.id)
+        # Its next check (within a second of asking) raises JobCancelled on the event loop.
+        wait_until(lambda: side_effect_counts().get("async:stopped") == 1, timeout=15)
+        wait_until(lambda: Job.objects.get(id=job.id).state == State.CANCELLED, timeout=15)
+
+        def counted() -> Counter[tuple[str, str]] | None:
+            counts = finished(scrape(port))
+            return counts if counts[("await_cancel", "cancelled")] else None
+
+        counts = wait_until(counted, timeout=15, message="the cancel in /metrics")
+        lines = worker.wait_for_log(rf"job={job.id} .*outcome=cancelled")
+    ended = Job.objects.get(id=job.id)
+    # Stopped early (well before its 30 s), in its first attempt, never retried.
+    assert (ended.state, ended.attempt, ended.result) == (State.CANCELLED, 1, None)
+    assert counts[("await_cancel", "cancelled")] == 1
+    assert counts[("await_cancel", "retried")] == 0
+    assert "JobCancelled" in lines[0]
 
 
 def test_a_cancelled_running_step_is_compensated_after_its_handler_ends(tmp_path: Path) -> None:

@@ -81,7 +81,7 @@ def test_worker_metrics_count_what_ran_and_its_json_logs_follow_the_trace(tmp_pa
     observed.greet.using(expires_at=timezone.now() - timedelta(seconds=5)).enqueue(CANARY)
     # Held by a worker that vanished an hour ago: this worker's reaper takes it back, then runs it.
     factories.job(State.RUNNING, now=timezone.now() - timedelta(hours=1))
-    # Cancelled while it runs: its outcome is dropped by the fence.
+    # Cancelled while it runs: it goes on to succeed, and that stands.
     napping = observed.nap.enqueue(CANARY, 2.0)
     observed.overrun.enqueue(CANARY)
     # A web request with a W3C traceparent: its job carries the request's trace id.

@@ -72,14 +72,14 @@ def test_worker_that_lost_its_lease_cannot_overwrite_the_new_owner(conns: list[p
 
     # The old worker wakes up: nothing it writes lands.
     cursor = old_worker.cursor()
-    assert store.record_outcomes(cursor, worker=old, outcomes=[succeeded(job_id, 1, "stale")]) == set()
-    assert store.record_outcomes(cursor, worker=old, outcomes=[succeeded(job_id, 2, "stale")]) == set()
+    assert store.record_outcomes(cursor, worker=old, outcomes=[succeeded(job_id, 1, "stale")]) == {}
+    assert store.record_outcomes(cursor, worker=old, outcomes=[succeeded(job_id, 2, "stale")]) == {}
     assert store.extend_leases(cursor, held=[(job_id, old)]) == store.Beat(extended=set(), locked=set())
     assert store.release(cursor, worker=old) == []
     assert (job(job_id).state, job(job_id).worker_id) == ("running", new)
 
     assert store.record_outcomes(new_worker.cursor(), worker=new, outcomes=[succeeded(job_id, 2, 3)]) == {
-        job_id
+        job_id: "succeeded"
     }
     done = job(job_id)
     assert (done.state, done.result, done.attempt) == ("succeeded", 3, 2)
@@ -94,8 +94,10 @@ def test_same_token_cannot_record_an_attempt_it_lost(conns: list[psycopg.Connect
     store.reap(reaper.cursor(), now=t0 + timedelta(seconds=301), **BACKOFF)
     # The same executor claims the job again: the outcome of its first attempt is stale.
     assert claim_one(worker, token, t0 + timedelta(seconds=400)).attempt == 2
-    assert store.record_outcomes(worker.cursor(), worker=token, outcomes=[succeeded(job_id, 1)]) == set()
-    assert store.record_outcomes(worker.cursor(), worker=token, outcomes=[succeeded(job_id, 2)]) == {job_id}
+    assert store.record_outcomes(worker.cursor(), worker=token, outcomes=[succeeded(job_id, 1)]) == {}
+    assert store.record_outcomes(worker.cursor(), worker=token, outcomes=[succeeded(job_id, 2)]) == {
+        job_id: "succeeded"
+    }
 
 
 def test_reaper_requeues_expired_jobs_with_backoff_then_marks_them_dead(
@@ -173,7 +175,7 @@ def test_job_completing_while_the_reaper_looks_stays_completed(conns: list[psyco
 
     worker.execute("BEGIN")
     assert store.record_outcomes(worker.cursor(), worker=token, outcomes=[succeeded(job_id, 1, 4)]) == {
-        job_id
+        job_id: "succeeded"
     }
     assert store.reap(reaper.cursor(), now=later, **BACKOFF) == []
     worker.execute("COMMIT")
@@ -192,7 +194,7 @@ def test_outcome_arriving_after_the_reaper_took_the_job_is_dropped(conns: list[p
 
     reaper.execute("BEGIN")
     assert len(store.reap(reaper.cursor(), now=t0 + timedelta(seconds=301), **BACKOFF)) == 1
-    changed: list[set[uuid.UUID]] = []
+    changed: list[dict[uuid.UUID, str]] = []
     writer = threading.Thread(
         target=lambda: changed.append(
             store.record_outcomes(worker.cursor(), worker=token, outcomes=[succeeded(job_id, 1, 4)])
@@ -205,7 +207,7 @@ def test_outcome_arriving_after_the_reaper_took_the_job_is_dropped(conns: list[p
     writer.join(timeout=5)
 
     # ...and then finds the job no longer running under its claim.
-    assert changed == [set()]
+    assert changed == [{}]
     back = job(job_id)
     assert (back.state, back.result, back.last_error) == ("scheduled", None, "worker lost")
 
