@@ -206,7 +206,7 @@ def test_raw_sql_lives_in_the_store_and_the_selectors() -> None:
                 found.add(relative)
     assert found <= RAW_SQL_ALLOWED, sorted(found - RAW_SQL_ALLOWED)
     # The list only shrinks: a module that no longer runs SQL of its own leaves it.
-    assert RAW_SQL_ALLOWED <= found, sorted(RAW_SQL_ALLOWED - found)
+    assert found >= RAW_SQL_ALLOWED, sorted(RAW_SQL_ALLOWED - found)
 
 
 # --- Module size --------------------------------------------------------------------------
