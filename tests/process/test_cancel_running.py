@@ -67,7 +67,10 @@ def test_a_cancelled_running_job_keeps_its_concurrency_slot_until_its_handler_en
             if not ended and row.state == State.RUNNING:
                 assert row.cancel_requested_at is not None
                 assert slot_in_use(limit_name) == 1
-                assert [key for key, _ in events() if key.endswith(":start")] == ["c0:start"]
+                # Nothing started after it (a job that ran and ended before it is fine: the
+                # claim order of equal jobs under a limit is not part of this test).
+                starts = [key for key, _ in events() if key.endswith(":start")]
+                assert starts[-1] == "c0:start", starts
             time.sleep(0.1)
         wait_until(
             lambda: Job.objects.filter(id__in=[o.id for o in others], state=State.SUCCEEDED).count() == 2,
