@@ -175,7 +175,7 @@ def test_the_claim_and_the_outcome_are_prepared_from_their_first_run(prepared: b
             assert feeder.claimer.claim_if_room(time.monotonic()) is True
             [row] = lane.waiting
             outcome = {"id": row.id, "attempt": row.attempt, "state": "succeeded", "result": 3}
-            assert feeder.outbox.record([outcome], [(row.id, row.attempt)]) == {row.id}
+            assert feeder.outbox.record([outcome], [(row.id, row.attempt)]) == {row.id: "succeeded"}
             cursor = db.ensure()
             cursor.execute(
                 "SELECT count(*) FROM pg_prepared_statements"
