@@ -31,6 +31,7 @@ from typing import Any
 import psycopg
 
 from jobs.ids import uuid7
+from jobs.store.outcomes import record_statement
 from lab import wal
 from lab.wal import Wal
 
@@ -66,6 +67,8 @@ def sections(name: str) -> dict[str, str]:
 
 def statements(files: list[str]) -> dict[str, str]:
     found = {step: (ENGINE_SQL / f"{name}.sql").read_text() for step, name in ENGINE.items()}
+    # The outcome as the engine writes a batch that holds no workflow step.
+    found["outcome"] = record_statement(steps=False)
     for name in files:
         found.update({k: v for k, v in sections(name).items() if k in ENGINE})
     return found
@@ -78,6 +81,8 @@ class Measure:
     seconds: dict[str, float] = field(default_factory=dict)
     heartbeats: int = 0
     row_bytes: dict[str, float] = field(default_factory=dict)
+    table_bytes: int = 0
+    index_bytes: int = 0
 
     def total(self) -> Wal:
         out = Wal()
@@ -130,7 +135,7 @@ def _outcome_params(worker: uuid.UUID, claimed: list[tuple[Any, int]]) -> dict[s
         for job_id, attempt in claimed
     ]
     return {
-        "outcomes": json.dumps(outcomes), "started": "[]", "steps": False, "worker": worker, "now": None,
+        "outcomes": json.dumps(outcomes), "started": "[]", "worker": worker, "now": None,
         "lease_seconds": 300.0,
     }  # fmt: skip
 
@@ -164,6 +169,7 @@ def cycle(dsn: str, sql: dict[str, str], *, jobs: int, batch: int, heartbeats: i
         drain(step, sql, worker, batch, heartbeat=True)
         measure.heartbeats = heartbeats
         measure.row_bytes = row_sizes(cur)
+        measure.table_bytes, measure.index_bytes = disk_sizes(cur)
         rows = wal.records(cur, spans[0][0], spans[-1][1])
     starts = [row[0] for row in rows]
     for begin, end, stage in spans:
@@ -210,6 +216,18 @@ def row_sizes(cur: Any) -> dict[str, float]:
     return sizes
 
 
+def disk_sizes(cur: Any) -> tuple[int, int]:
+    """Bytes on disk of the layout's job tables and of their indexes, as the drain left them
+    (no VACUUM: what page pruning and the fillfactor did on their own)."""
+    cur.execute(
+        "SELECT coalesce(sum(pg_table_size(oid)), 0), coalesce(sum(pg_indexes_size(oid)), 0)"
+        " FROM pg_class WHERE relkind = 'r' AND relname LIKE 'jobs\\_job%%'"
+        " AND relnamespace = 'public'::regnamespace"
+    )
+    table_bytes, index_bytes = cur.fetchone()
+    return int(table_bytes), int(index_bytes)
+
+
 def run(
     *, admin_dsn: str, source_dsn: str, scratch: str, layouts: list[str], jobs: int, batch: int,
     heartbeats: int, echo: Callable[[str], None],
@@ -234,7 +252,8 @@ def table(results: dict[str, Measure]) -> list[str]:
     """The figures per layout, one line each."""
     head = (
         f"{'layout':<6}{'WAL B/job':>10}{'enqueue':>9}{'claim':>7}{'outcome':>8}{'FPI':>6}"
-        f"{'idx/job':>8}{'heap/job':>9}{'hb B/job':>9}{'enq/s':>8}{'drain/s':>9}  row bytes"
+        f"{'idx/job':>8}{'heap/job':>9}{'hb B/job':>9}{'enq/s':>8}{'drain/s':>9}"
+        f"{'disk B/job':>11}{'idx B/job':>10}  row bytes"
     )
     lines = [head]
     for name, m in results.items():
@@ -242,6 +261,7 @@ def table(results: dict[str, Measure]) -> list[str]:
         heap = sum(n for kind, n in total.records.items() if kind.startswith(("Heap/", "Heap2/")))
         hb = m.wal.get("heartbeat", wal.Wal()).without_fpi / max(m.heartbeats, 1)
         drain_s = m.seconds["claim"] + m.seconds["outcome"]
+        done = m.jobs + m.heartbeats
         rows = ", ".join(f"{t} {b:.0f}" for t, b in m.row_bytes.items())
         per_job = [
             total.without_fpi, m.wal["enqueue"].without_fpi, m.wal["claim"].without_fpi,
@@ -252,7 +272,8 @@ def table(results: dict[str, Measure]) -> list[str]:
             f"{name:<6}"
             + "".join(f"{value / m.jobs:>{width}.0f}" for value, width in zip(per_job, widths, strict=True))
             + f"{total.index_entries / m.jobs:>8.2f}{heap / m.jobs:>9.2f}{hb:>9.0f}"
-            + f"{m.jobs / m.seconds['enqueue']:>8.0f}{m.jobs / drain_s:>9.0f}  {rows}"
+            + f"{m.jobs / m.seconds['enqueue']:>8.0f}{m.jobs / drain_s:>9.0f}"
+            + f"{m.table_bytes / done:>11.0f}{m.index_bytes / done:>10.0f}  {rows}"
         )
     return lines
 

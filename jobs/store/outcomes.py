@@ -7,6 +7,7 @@ import json
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
+from functools import cache
 from typing import Any
 
 from .statements import execute, sql
@@ -42,11 +43,10 @@ def record_outcomes(
     outcomes = [{**o, "error": _storable_error(o["error"])} if o.get("error") else o for o in outcomes]
     execute(
         cursor,
-        sql("record_outcomes"),
+        # Whether the batch may hold a workflow step (an outcome that does not say is taken
+        # as one): only then are workflows locked before the job rows.
+        record_statement(any(o.get("in_workflow", True) for o in outcomes)),
         {
-            # Whether the batch may hold a workflow step (an outcome that does not say is
-            # taken as one): only then are workflows locked before the job rows.
-            "steps": any(o.get("in_workflow", True) for o in outcomes),
             "worker": worker,
             "outcomes": json.dumps(outcomes, default=str),
             "started": json.dumps([{"id": str(job_id), "attempt": attempt} for job_id, attempt in started]),
@@ -56,6 +56,18 @@ def record_outcomes(
         prepare=prepare,
     )
     return dict(cursor.fetchall())
+
+
+@cache
+def record_statement(steps: bool) -> str:
+    """record_outcomes.sql, with its workflow lock on (``steps``) or off: two statements, each
+    prepared with a plan of its own, rather than one with the choice bound at each run,
+    which PostgreSQL would plan anew every time (see the SQL file)."""
+    statement = sql("record_outcomes")
+    marker = "/* steps */ true"
+    if marker not in statement:
+        raise RuntimeError(f"record_outcomes.sql lost its {marker!r}")
+    return statement if steps else statement.replace(marker, "/* steps */ false")
 
 
 def record_progress(

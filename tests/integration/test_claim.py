@@ -20,6 +20,7 @@ from jobs import store
 from jobs.db import connect
 from jobs.models import Job
 from jobs.states import State
+from jobs.store.outcomes import record_statement
 from tests.support import factories
 from tests.tasks import basic
 
@@ -399,10 +400,10 @@ def test_the_fenced_writes_find_their_rows_by_primary_key_while_the_statistics_c
     pairs = [{"id": str(row.id), "attempt": row.attempt} for row in rows]
     outcomes = json.dumps([{**pair, "state": "succeeded", "result": None} for pair in pairs])
     params = {"worker": worker, "outcomes": outcomes, "started": json.dumps(pairs), "now": None,
-              "lease_seconds": 300.0, "steps": True}  # fmt: skip
+              "lease_seconds": 300.0}  # fmt: skip
     # A batch that may hold workflow steps locks their workflows first: planned alike.
-    assert "jobs_job_lease" not in _plan("EXPLAIN " + store.sql("record_outcomes"), params)
-    plan = _plan("EXPLAIN ANALYZE " + store.sql("record_outcomes"), {**params, "steps": False})
+    assert "jobs_job_lease" not in _plan("EXPLAIN " + record_statement(steps=True), params)
+    plan = _plan("EXPLAIN ANALYZE " + record_statement(steps=False), params)
     assert "jobs_job_lease" not in plan, plan
     assert plan.count("Index Scan using jobs_job_pkey") == 2, plan
     assert "actual time" in plan and "rows=200 loops=1" in plan, plan
