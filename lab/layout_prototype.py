@@ -39,12 +39,12 @@ HERE = Path(__file__).resolve().parent
 ENGINE_SQL = HERE.parent / "jobs" / "sql"
 LAYOUT_SQL = HERE / "layouts"
 
-# Each layout: the files applied, in order, to today's schema.
+# Each layout: the files applied, in order, to today's schema (its job table filled to
+# 70%, jobs/migrations/0018_job_fillfactor.py; A100 is the table before that).
 LAYOUTS: dict[str, list[str]] = {
     "A": [],
-    "A+ff": ["fillfactor"],
+    "A100": ["full_pages"],
     "B": ["b_lean"],
-    "B+ff": ["b_lean", "fillfactor"],
     "C": ["b_lean", "c_split"],
     "D": ["b_lean", "d_ready"],
 }
