@@ -11,6 +11,7 @@ import uuid
 from datetime import timedelta
 
 import pytest
+from django.db import connection
 from django.test import Client, override_settings
 from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
@@ -26,6 +27,7 @@ from jobs.worker.feeder import Feeder
 from jobs.worker.joblog import JobLog
 from jobs.worker.lane_rows import LaneRows
 from jobs.worker.metrics import Tally
+from jobs.worker.settlement import Settlement, reaped_as, write_settlement
 from tests.support import factories
 from tests.tasks import observed
 
@@ -221,3 +223,32 @@ def test_a_worker_counts_and_logs_each_attempt_by_the_state_its_job_ended_in(
     assert "outcome=cancelled" in lines[f"job={failed_after_cancel.id}"]
     assert "outcome=retry" in lines[f"job={failed.id}"]
     assert "outcome=succeeded" in lines[f"job={succeeded_after_cancel.id}"]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("cancel_requested", [True, False], ids=["cancel-requested", "no-request"])
+def test_an_attempt_the_reaper_or_a_settlement_takes_back_counts_as_the_state_its_job_ended_in(
+    cancel_requested: bool,
+) -> None:
+    # The housekeeper counts each started attempt a reaper took back, and a dead executor's
+    # settlement each one it left: 'cancelled' when its job's cancel was requested while
+    # it ran (the job ends cancelled, not retried), else the loss that ended it.
+    lost, died = uuid.uuid4(), uuid.uuid4()
+    jobs = {token: observed.greet.enqueue("ann@example.com") for token in (lost, died)}
+    t0 = timezone.now()
+    with connection.cursor() as cursor:
+        for token in (lost, died):
+            [row] = store.claim(cursor, worker=token, queues=["default"], limit=1, now=t0)
+            store.record_outcomes(cursor, worker=token, outcomes=[], started=[(row.id, row.attempt)], now=t0)
+    if cancel_requested:
+        Job.objects.filter(id__in=[job.id for job in jobs.values()]).update(cancel_requested_at=t0)
+    with connection.cursor() as cursor:
+        settlement = Settlement(seq=1, token=died, failed=[], reason="process_died")
+        counted = write_settlement(cursor, factories.worker_config(), settlement)
+        assert [label for _, _, label in counted] == ["cancelled" if cancel_requested else "process_died"]
+        reaped = store.reap(cursor, backoff_base=1.0, backoff_cap=10.0, now=t0 + timedelta(seconds=3600))
+        assert [reaped_as(row, "lease_lost") for row in reaped] == [
+            "cancelled" if cancel_requested else "lease_lost"
+        ]
+    ended = {Job.objects.get(id=job.id).state for job in jobs.values()}
+    assert ended == ({State.CANCELLED} if cancel_requested else {State.SCHEDULED})
