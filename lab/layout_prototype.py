@@ -201,14 +201,19 @@ def drain(
         step(f"{prefix}outcome", sql["outcome"], _outcome_params(worker, claimed))
 
 
-def row_sizes(cur: Any) -> dict[str, float]:
-    """Average bytes of a finished row in each job table of the layout."""
+def _job_tables(cur: Any) -> list[str]:
+    """The layout's job tables (jobs_job and any table split from it)."""
     cur.execute(
         "SELECT relname FROM pg_class WHERE relkind = 'r' AND relname LIKE 'jobs\\_job%%' "
         "AND relnamespace = 'public'::regnamespace ORDER BY 1"
     )
+    return [table for (table,) in cur.fetchall()]
+
+
+def row_sizes(cur: Any) -> dict[str, float]:
+    """Average bytes of a finished row in each job table of the layout."""
     sizes = {}
-    for (table,) in cur.fetchall():
+    for table in _job_tables(cur):
         cur.execute(f'SELECT avg(pg_column_size(t.*)) FROM "{table}" t')
         value = cur.fetchone()[0]
         if value is not None:
@@ -220,9 +225,9 @@ def disk_sizes(cur: Any) -> tuple[int, int]:
     """Bytes on disk of the layout's job tables and of their indexes, as the drain left them
     (no VACUUM: what page pruning and the fillfactor did on their own)."""
     cur.execute(
-        "SELECT coalesce(sum(pg_table_size(oid)), 0), coalesce(sum(pg_indexes_size(oid)), 0)"
-        " FROM pg_class WHERE relkind = 'r' AND relname LIKE 'jobs\\_job%%'"
-        " AND relnamespace = 'public'::regnamespace"
+        "SELECT coalesce(sum(pg_table_size(t::regclass)), 0), coalesce(sum(pg_indexes_size(t::regclass)), 0)"
+        " FROM unnest(%s::text[]) AS t",
+        [_job_tables(cur)],
     )
     table_bytes, index_bytes = cur.fetchone()
     return int(table_bytes), int(index_bytes)

@@ -5,8 +5,8 @@ Every transition of a job (claim, start mark, heartbeat, outcome) writes a new v
 its row. With full pages that version goes to another page: PostgreSQL logs an extra lock
 record and the whole new tuple, and the old page keeps a dead tuple until VACUUM. With room
 on the page, the new version stays beside the old one, only its changed middle is logged,
-page pruning reclaims the dead one on the next visit, and a heartbeat (which changes no
-indexed column once its page has room) can be a HOT update that writes no index entry.
+and page pruning reclaims the dead one on the next visit. (No update here is HOT: each
+changes the state or the lease expiry, which indexes name.)
 
 Measured with the layout prototype (``scripts/bench layout``, 3,000 no-op jobs, 500 with
 one heartbeat; docs/explanation/hot-path.md): WAL per job 1,636 -> 1,521 bytes (-7%),

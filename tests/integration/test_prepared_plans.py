@@ -11,6 +11,7 @@ connection does and read how it was planned (``pg_prepared_statements``).
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 import pytest
 
@@ -30,7 +31,7 @@ CLAIM_MARKERS = {
 }
 
 
-def plans(cursor, marker: str) -> tuple[int, int]:  # type: ignore[no-untyped-def]
+def plans(cursor: Any, marker: str) -> tuple[int, int]:
     """(generic, custom) plans made so far for the prepared statement containing ``marker``."""
     cursor.execute(
         "SELECT generic_plans, custom_plans FROM pg_prepared_statements"
