@@ -249,8 +249,9 @@ class PostgresBackend(BaseTaskBackend):
             dedupe_key=options.dedupe_key if options else None,
             dedupe_window=options.dedupe_window if options else None,
             # The trace of the code enqueueing (a request, a job's handler: jobs.observe);
-            # without one to join, a job starts its own: its id.
-            trace_id=(options.trace_id if options else None) or observe.current_trace.get() or job_id.hex,
+            # without one to join, a job starts its own: its id, which the row does not
+            # repeat ("", read back by observe.job_trace and the claim).
+            trace_id=(options.trace_id if options else None) or observe.current_trace.get() or "",
             owner=(options.owner if options else None) or "",
             public=options.public if options else False,
             expires_at=options.expires_at if options else None,

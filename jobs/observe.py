@@ -63,3 +63,11 @@ def trace_id_of(stored: str) -> str:
     """The trace id in a job's ``trace_id`` column (a bare id or a traceparent)."""
     parsed = parse_traceparent(stored) if len(stored) == 55 else None
     return parsed[0] if parsed is not None else stored
+
+
+def job_trace(stored: str, job_id: uuid.UUID) -> str:
+    """The trace a job belongs to: the trace id in its ``trace_id`` column, or, where that
+    is empty, the job's own id as hex. A job that joined no trace starts its own, and its
+    row does not repeat the id (33 bytes of every version the job's updates write); the
+    claim reads the column back the same way (jobs/sql/claim.sql)."""
+    return trace_id_of(stored) or job_id.hex

@@ -8,7 +8,7 @@ from django.db import connection, connections
 
 from . import files
 from .models import Job
-from .observe import trace_id_of
+from .observe import job_trace
 from .ownership import may_see
 from .progress import view as progress_view
 from .states import TASK_STATUS, State
@@ -41,7 +41,7 @@ def job_status(*, job_id: uuid.UUID, viewer: Any = None) -> dict[str, Any] | Non
         "task_status": TASK_STATUS[State(job.state)].value,
         "task": job.task_path,
         "queue": job.queue_name,
-        "trace_id": trace_id_of(job.trace_id),
+        "trace_id": job_trace(job.trace_id, job.id),
         "attempts": job.attempt,
         "max_attempts": job.max_attempts,
         "created_at": _iso(job.created_at),

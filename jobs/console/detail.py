@@ -16,6 +16,7 @@ from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
 from ..models import FireRecord, Job, Schedule, Worker
+from ..observe import job_trace
 from ..states import State
 from . import changelist, history
 from .actions import CANCELLABLE, REPLAYABLE
@@ -47,7 +48,7 @@ class JobDetail:
     def job(self, job: Job) -> str:
         rows = [
             ("id", str(job.id)), ("task", job.task_path), ("queue", job.queue_name),
-            ("priority", str(job.priority)), ("trace id", job.trace_id or "-"),
+            ("priority", str(job.priority)), ("trace id", job_trace(job.trace_id, job.id)),
             ("dedupe key", job.dedupe_key or "-"),
             ("limit", f"{job.limit_name} key {job.limit_key or '-'}" if job.limit_name else "-"),
         ]  # fmt: skip

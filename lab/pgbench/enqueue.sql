@@ -3,7 +3,7 @@
 WITH ins AS (
     INSERT INTO jobs_job (id, task_path, queue_name, priority, args, kwargs, max_attempts, trace_id)
     VALUES (gen_random_uuid(), 'lab.benchmark.noop', 'default', 0, '[]'::jsonb, '{}'::jsonb, 3,
-            md5(random()::text))
+            '')
     RETURNING queue_name, created_at
 )
 SELECT ins.created_at,

@@ -31,6 +31,7 @@ from jobs.console import changelist as console
 from jobs.exceptions import JobsError
 from jobs.limits import CONSOLE, InvalidLimit, LimitSpec
 from jobs.models import FINISHED_STATES, Job, Limit, LimitState
+from jobs.observe import job_trace
 from jobs.states import State
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h|d|w)?\s*$")
@@ -169,7 +170,8 @@ class Command(BaseCommand):
             "priority": job.priority, "args": job.args, "kwargs": job.kwargs, "result": job.result,
             "run_at": _iso(job.run_at), "started_at": _iso(job.started_at),
             "finished_at": _iso(job.finished_at), "lease_expires_at": _iso(job.lease_expires_at),
-            "worker_id": str(job.worker_id) if job.worker_id else None, "trace_id": job.trace_id,
+            "worker_id": str(job.worker_id) if job.worker_id else None,
+            "trace_id": job_trace(job.trace_id, job.id),
             "dedupe_key": job.dedupe_key, "errors": job.errors, "edits": job.edits,
         }  # fmt: skip
         self.stdout.write(json.dumps(detail, indent=2, default=str))
