@@ -12,6 +12,7 @@ import os
 import threading
 import time
 import uuid
+from datetime import datetime
 
 _lock = threading.Lock()
 _last_ms = 0
@@ -51,6 +52,12 @@ def uuid7_many(count: int) -> list[uuid.UUID]:
         _from_int(stamp | (int.from_bytes(random[8 * i : 8 * i + 8]) & _RANDOM_BITS))
         for i, stamp in enumerate(stamps)
     ]
+
+
+def id_bound(moment: datetime) -> uuid.UUID:
+    """The smallest time-ordered id made at ``moment`` or later."""
+    ms = int(moment.timestamp() * 1000)
+    return uuid.UUID(int=(ms << 80) | (0x7 << 76))
 
 
 def _from_int(value: int) -> uuid.UUID:

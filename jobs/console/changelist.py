@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import re
 import uuid
-from datetime import datetime, timedelta
+from datetime import timedelta
 from functools import cached_property
 from typing import Any
 
@@ -25,6 +25,7 @@ from django.http import HttpRequest
 from django.utils import timezone
 
 from .. import selectors, stats
+from ..ids import id_bound
 from ..models import Job
 from ..progress import view as progress_view
 from ..states import State
@@ -77,12 +78,6 @@ def progress_text(job: Job) -> str:
     if shown["percent"] is not None:
         text += f" ({shown['percent']} %)"
     return f"{text} · {shown['message']}" if shown["message"] else text
-
-
-def id_bound(moment: datetime) -> uuid.UUID:
-    """The smallest time-ordered id (jobs.ids.uuid7) made at ``moment`` or later."""
-    ms = int(moment.timestamp() * 1000)
-    return uuid.UUID(int=(ms << 80) | (0x7 << 76))
 
 
 def seconds(value: timedelta | None) -> str:

@@ -207,17 +207,12 @@ class Job(models.Model):
                 name="jobs_job_workflow",
                 condition=models.Q(workflow_node__isnull=False),
             ),
-            # Pruning and the console's finished-job views.
-            models.Index(
-                fields=["state", "finished_at"],
-                name="jobs_job_finished",
-                condition=models.Q(state__in=FINISHED_STATES),
-            ),
             # The console's list of finished jobs (what a long-running system is mostly made
             # of) by state, newest first: ids are time-ordered, so the primary key serves the
             # unfinished list, time ranges, and queue or task filters (walking back through
             # the newest rows). Only finished rows, so each job writes it once, when it
-            # finishes; unfinished jobs are listed through the partial indexes above. One
+            # finishes; unfinished jobs are listed through the partial indexes above. Pruning
+            # walks it too, its ids bounded by the cutoff (jobs/store/operator.py). One
             # index: each one more would cost every finishing job another index insert.
             models.Index(
                 fields=["state", "id"],

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import IntegrityError, transaction
 from django.db.models import F, Func, IntegerField, JSONField, Q, Value
 from django.db.models.expressions import CombinedExpression
 from django.db.models.functions import JSONObject, Now
+from django.utils import timezone
 
 from ..exceptions import JobNotFound, TransitionNotAllowed
+from ..ids import id_bound
 from ..models import Job, PausedQueue
 from ..states import State
 
@@ -135,49 +137,71 @@ def run_now(job_id: uuid.UUID | str) -> None:
 def prune(*, retention: dict[State, float], now: datetime | None = None, batch: int = 5000) -> int:
     """Delete finished jobs older than their state's retention (seconds), but not the steps
     of workflows still under way, and their result files (jobs/files.py) once the rows are
-    gone. Returns how many jobs."""
+    gone. Returns how many jobs.
+
+    The rows are found through the console's index of finished jobs by state and id
+    (jobs_job_console_state), in two ranges of ids. A job made after the cutoff cannot have
+    finished before it, and ids are time-ordered (jobs.ids), so the first range ends at the
+    cutoff's id. The second holds the ids no clock of this century makes: those of jobs made
+    before ids were time-ordered (migration 0008). Between the two lies the last retention
+    period and a day: a job whose id a producer's clock put there (ahead of the database's)
+    is pruned as the cutoff passes it."""
     from django.db import connection
 
-    from ..files import PREFIX, delete_files
-
+    moment = now or timezone.now()
+    made_before_ids_were_ordered = (id_bound(moment + timedelta(days=1)), _LAST_ID)
     deleted = 0
     with connection.cursor() as cursor:
         for state, seconds in retention.items():
-            while True:
-                cursor.execute(
-                    """
-                    DELETE FROM jobs_job WHERE id IN (
-                        SELECT id FROM jobs_job
-                        WHERE state = %(state)s
-                          AND finished_at < coalesce(%(now)s, statement_timestamp())
-                                            - %(seconds)s * interval '1 second'
-                          -- A step of a workflow still under way is kept: a group gathers
-                          -- its members' results, a failure compensates finished steps.
-                          AND (workflow_node IS NULL OR NOT EXISTS (
-                              SELECT 1 FROM jobs_workflow_node n
-                              JOIN jobs_workflow w ON w.id = n.workflow_id
-                              WHERE n.id = jobs_job.workflow_node
-                                AND w.status IN ('running', 'compensating')))
-                        LIMIT %(batch)s)
-                    RETURNING id, result #>> '{file,name}'
-                    """,
-                    {"state": state, "now": now, "seconds": seconds, "batch": batch},
-                )
-                # Only a job's own folder: a result cannot point pruning at another file.
-                names = [
-                    name
-                    for job_id, name in cursor.fetchall()
-                    if name and name.startswith(f"{PREFIX}/{job_id}/")
-                ]
-                count = cursor.rowcount
-                deleted += count
-                if names:
-                    # After the rows: a file whose row is still there is never missing. A
-                    # crash in between leaves a file nobody links to, never the reverse.
-                    delete_files(names)
-                if count < batch:
-                    break
+            made_before_cutoff = (_FIRST_ID, id_bound(moment - timedelta(seconds=seconds)))
+            for low, high in (made_before_cutoff, made_before_ids_were_ordered):
+                params = {"state": state, "low": low, "high": high, "now": now, "seconds": seconds}
+                deleted += _prune_ids(cursor, params, batch)
     return deleted
+
+
+# The ends of the id space, for prune's ranges.
+_FIRST_ID, _LAST_ID = uuid.UUID(int=0), uuid.UUID(int=(1 << 128) - 1)
+
+
+def _prune_ids(cursor: Any, params: dict[str, Any], batch: int) -> int:
+    """prune, for one state and one range of ids, ``batch`` rows per statement."""
+    from ..files import PREFIX, delete_files
+
+    deleted = 0
+    while True:
+        cursor.execute(
+            """
+            DELETE FROM jobs_job WHERE id IN (
+                SELECT id FROM jobs_job
+                WHERE state = %(state)s
+                  AND id >= %(low)s AND id < %(high)s
+                  AND finished_at < coalesce(%(now)s, statement_timestamp())
+                                    - %(seconds)s * interval '1 second'
+                  -- A step of a workflow still under way is kept: a group gathers its
+                  -- members' results, a failure compensates finished steps.
+                  AND (workflow_node IS NULL OR NOT EXISTS (
+                      SELECT 1 FROM jobs_workflow_node n
+                      JOIN jobs_workflow w ON w.id = n.workflow_id
+                      WHERE n.id = jobs_job.workflow_node
+                        AND w.status IN ('running', 'compensating')))
+                LIMIT %(batch)s)
+            RETURNING id, result #>> '{file,name}'
+            """,
+            {**params, "batch": batch},
+        )
+        # Only a job's own folder: a result cannot point pruning at another file.
+        names = [
+            name for job_id, name in cursor.fetchall() if name and name.startswith(f"{PREFIX}/{job_id}/")
+        ]
+        count = cursor.rowcount
+        deleted += count
+        if names:
+            # After the rows: a file whose row is still there is never missing. A crash in
+            # between leaves a file nobody links to, never the reverse.
+            delete_files(names)
+        if count < batch:
+            return deleted
 
 
 def limit_changed(name: str) -> int:

@@ -12,6 +12,7 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
+from jobs import store
 from jobs.models import Job
 from jobs.states import State
 from tests.support import factories
@@ -121,3 +122,15 @@ def test_the_claim_keeps_its_plan_with_a_paused_queue(console: Client) -> None:
         cursor.execute("EXPLAIN " + store.sql("claim"), params)
         shown = "\n".join(row[0] for row in cursor.fetchall())
     assert "jobs_job_claimable" in shown and "Seq Scan on jobs_job " not in shown + " ", shown
+
+
+def test_pruning_walks_the_finished_index_by_id(console: Client) -> None:
+    # Pruning has no index of its own (migration 0019): it walks jobs_job_console_state
+    # (state, id), its ids bounded by the cutoff, for each state and range.
+    with CaptureQueriesContext(connection) as captured:
+        store.prune(retention={State.SUCCEEDED: 3600.0, State.DEAD: 86400.0})
+    deletes = [q["sql"] for q in captured.captured_queries if q["sql"].lstrip().startswith("DELETE")]
+    assert len(deletes) == 4
+    for sql in deletes:
+        shown = plan(sql)
+        assert "jobs_job_console_state" in shown and "Seq Scan on jobs_job" not in shown, shown

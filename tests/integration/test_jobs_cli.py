@@ -97,8 +97,7 @@ def test_pause_resume_prune_and_enqueue() -> None:
     assert "resumed" in jobs("resume", "email")
     assert not PausedQueue.objects.exists()
 
-    old = factories.job(State.SUCCEEDED)
-    Job.objects.filter(id=old.id).update(finished_at=timezone.now() - timedelta(days=40))
+    factories.job(State.SUCCEEDED, now=timezone.now() - timedelta(days=40))
     fresh = factories.job(State.SUCCEEDED)
     assert "deleted 1" in jobs("prune", "--older-than", "30d", "--state", "succeeded")
     assert list(Job.objects.values_list("id", flat=True)) == [fresh.id]

@@ -14,6 +14,7 @@ from jobs.scheduler import ScheduleSpec, declare, declared
 from jobs.scheduler.declared import sync_declared
 from jobs.states import State
 from tests.integration.test_scheduler_support import BEAT, make_schedule
+from tests.support import factories
 
 pytestmark = pytest.mark.django_db
 
@@ -146,6 +147,7 @@ def test_apps_declare_schedules_through_the_hook(monkeypatch: pytest.MonkeyPatch
 def finished_job(state: State, age: timedelta) -> Job:
     finished = timezone.now() - age
     return Job.objects.create(
+        id=factories.made_at(finished),
         task_path=BEAT,
         state=state,
         attempt=1,

@@ -259,6 +259,14 @@ def test_claim_starts_an_attempt_under_a_lease() -> None:
     assert (job.started_attempt, job.lease_expires_at) == (1, T0 + timedelta(seconds=45))
 
 
+def test_claim_reads_a_job_of_its_own_trace_as_its_id() -> None:
+    # A job that joined no trace has none stored: its trace is its id, which the claim
+    # hands the worker (for its log lines and the jobs it enqueues in turn).
+    job = factories.job(State.QUEUED, now=T0, trace_id="")
+    [claimed] = claim(worker=uuid.uuid4())
+    assert claimed.trace_id == job.id.hex
+
+
 def test_a_second_claim_keeps_started_at_and_adds_a_token() -> None:
     earlier = T0 - timedelta(hours=1)
     job = factories.job(State.QUEUED, attempt=1, now=earlier, started_at=earlier, last_attempted_at=earlier)
@@ -664,6 +672,18 @@ def test_prune_deletes_finished_jobs_past_their_states_retention_only() -> None:
     assert store.prune(retention=retention, now=T0, batch=1) == 2
     assert set(Job.objects.values_list("id", flat=True)) == {j.id for j in kept}
     assert not Job.objects.filter(id__in=[j.id for j in gone]).exists()
+
+
+def test_prune_reaches_jobs_made_before_ids_were_time_ordered() -> None:
+    # Rows from before migration 0008 have random (version 4) ids, below every time-ordered
+    # one or above them all: pruning's two ranges of ids reach both.
+    old = T0 - timedelta(days=10)
+    low, high = (uuid.UUID(first + uuid.uuid4().hex[2:]) for first in ("00", "ff"))
+    legacy = [factories.job(State.SUCCEEDED, now=old, id=job_id) for job_id in (low, high)]
+    kept = factories.job(State.SUCCEEDED, now=T0, id=uuid.UUID("ff" + uuid.uuid4().hex[2:]))
+    assert store.prune(retention={State.SUCCEEDED: 7 * 86400.0}, now=T0) == 2
+    assert list(Job.objects.values_list("id", flat=True)) == [kept.id]
+    assert all(job.id.version == 4 for job in legacy)
 
 
 def test_reaper_retries_a_lost_job_on_its_tasks_backoff() -> None:

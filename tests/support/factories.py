@@ -11,6 +11,8 @@ and the fenced outcome write, in this process and with a clock the test chooses.
 
 from __future__ import annotations
 
+import itertools
+import random
 import time
 import uuid
 from collections.abc import Sequence
@@ -22,6 +24,7 @@ from django.utils import timezone
 
 from jobs import store
 from jobs.conf import jobs_settings
+from jobs.ids import id_bound
 from jobs.models import Job
 from jobs.states import State
 from jobs.worker.attempt import Attempts
@@ -44,6 +47,18 @@ def error_entry(attempt: int, *, at: datetime, worker: uuid.UUID, message: str =
     }
 
 
+_made = itertools.count()
+
+
+def made_at(moment: datetime) -> uuid.UUID:
+    """A job id as the engine makes it at ``moment`` (time-ordered, jobs.ids), for rows
+    placed in the past or the future; ids made for one moment keep the order they were
+    made in."""
+    n = next(_made)
+    low = ((n >> 32) & 0xFFF) << 64 | 0b10 << 62 | (n & 0xFFFFFFFF) << 30 | random.getrandbits(30)
+    return uuid.UUID(int=id_bound(moment).int | low)
+
+
 def job(
     state: State = State.QUEUED,
     *,
@@ -63,7 +78,9 @@ def job(
 ) -> Job:
     """A job row in ``state``, consistent with it; ``extra`` overrides any column. A running
     row has begun its attempt unless ``started=False`` (claimed in a batch, waiting its
-    turn). A scheduled row is due in a minute unless ``run_at`` says otherwise."""
+    turn). A scheduled row is due in a minute unless ``run_at`` says otherwise. A row
+    placed at ``now`` has an id made then."""
+    placed = now is not None
     now = now or timezone.now()
     if attempt is None:
         attempt = {State.RUNNING: 1, State.SUCCEEDED: 1, State.DEAD: max_attempts}.get(state, 0)
@@ -78,6 +95,7 @@ def job(
         tokens[-1] = worker
     errors = [error_entry(n, at=now, worker=tokens[n - 1]) for n in range(1, failed + 1)]
     values: dict[str, Any] = {
+        **({"id": made_at(now)} if placed else {}),
         "task_path": task_path,
         "queue_name": queue_name,
         "priority": priority,
