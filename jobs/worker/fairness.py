@@ -17,9 +17,10 @@ lowest pass of the others, or it would take a burst for the time it was empty.
 ``strict`` instead drains earlier queues first: every queue is asked for everything, and
 the claim's own order visits them first to last.
 
-The cost of a pick is the caller's: ``quotas`` takes a function saying how much of the
-claim's budget a job of each queue spends (expected run time for the inline handler,
-one slot for a pool of handlers), so batch sizes follow each queue's own jobs.
+The cost of a pick is the caller's: ``quotas`` takes a function that takes up to so many
+jobs of a queue out of the claim's budget and says how many it took (each spending its
+expected run time for the inline handler, one slot for a pool of handlers), so batch
+sizes follow each queue's own jobs.
 """
 
 from __future__ import annotations
@@ -42,16 +43,13 @@ class QueueShares:
         self.names = [name for name, _ in self.queues]
         self.stride = {name: 1.0 / weight for name, weight in self.queues}
 
-    def quotas(self, *, limit: int, spend: Callable[[str], bool]) -> list[int]:
+    def quotas(self, *, limit: int, spend: Callable[[str, int], int]) -> list[int]:
         """How many jobs to ask of each queue (in ``self.names`` order), at most ``limit``
-        in all. ``spend(queue)`` takes one job of that queue out of the budget and says
-        whether there was budget for it. All zero: no room for anything."""
+        in all. ``spend(queue, n)`` takes up to ``n`` jobs of that queue out of the budget
+        and says how many there was budget for. All zero: no room for anything."""
         if self.strict or len(self.queues) == 1:
             # Earlier queues first: each may fill the batch; size it by the first queue's jobs.
-            size = 0
-            while size < limit and spend(self.names[0]):
-                size += 1
-            return [size] * len(self.queues)
+            return [spend(self.names[0], limit)] * len(self.queues)
         quota = dict.fromkeys(self.names, 0)
         active = [name for name in self.names if name not in self.dry] or list(self.names)
         passes = {name: self.passes[name] for name in active}
@@ -60,7 +58,7 @@ class QueueShares:
         picked = 0
         while heap and picked < limit:
             at, index, name = heapq.heappop(heap)
-            if not spend(name):
+            if not spend(name, 1):
                 # No budget left for this queue's jobs; others may still fit.
                 continue
             quota[name] += 1

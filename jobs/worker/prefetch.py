@@ -9,6 +9,7 @@ jobs (a running average), a task's too, and so is the lane each task runs in.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Collection, Mapping
 from typing import Any
 
@@ -95,25 +96,30 @@ class Prefetch:
         expected = self.expected.get(queue)
         return self.horizon if expected is None else expected
 
-    def spend(self, budget: dict[Any, float], queue: str) -> bool:
-        """Take one job of ``queue`` out of the claim's budget, if there is any left for the
-        lane its jobs go to (a job may overrun what is left: it is still worth starting)."""
+    def spend(self, budget: dict[Any, float], queue: str, at_most: int = 1) -> int:
+        """Take up to ``at_most`` jobs of ``queue`` out of the claim's budget, as many as
+        the lane its jobs go to has budget left for (the last may overrun what is left: it
+        is still worth starting). Returns how many. Counted in one step, not job by job:
+        an idle executor's claim may be sized for a thousand short jobs."""
         lane = self.lane_for_queue(queue)
         left = budget.get(lane, 0.0)
-        if left <= 0:
-            return False
+        if left <= 0 or at_most <= 0:
+            return 0
         if lane != INLINE:
-            budget[lane] = left - 1
-            return True
+            taken = min(at_most, math.ceil(left))
+            budget[lane] = left - taken
+            return taken
         expected = self.expected.get(queue)
         if expected is None:
             # Not measured yet: one job of this queue per claim until it is.
             if budget.get(("once", queue)):
-                return False
+                return 0
             budget[("once", queue)] = 1
-            return True
-        budget[INLINE] = left - max(expected, 1e-6)
-        return True
+            return 1
+        cost = max(expected, 1e-6)
+        taken = min(at_most, math.ceil(left / cost))
+        budget[INLINE] = left - taken * cost
+        return taken
 
     # --- lane choice ---------------------------------------------------------------------
 

@@ -12,8 +12,8 @@ from jobs.worker.config import parse_queues
 from jobs.worker.fairness import QueueShares
 
 
-def unlimited(queue: str) -> bool:
-    return True
+def unlimited(queue: str, at_most: int) -> int:
+    return at_most
 
 
 def drain(shares: QueueShares, claims: int, batch: int, *, has_work: set[str] | None = None) -> Counter[str]:
@@ -72,11 +72,12 @@ def test_budget_limits_the_batch_by_each_queues_cost() -> None:
     costs = {"slow": 10.0, "fast": 1.0}
     budget = {"left": 20.0}
 
-    def spend(queue: str) -> bool:
-        if budget["left"] <= 0:
-            return False
-        budget["left"] -= costs[queue]
-        return True
+    def spend(queue: str, at_most: int) -> int:
+        taken = 0
+        while taken < at_most and budget["left"] > 0:
+            budget["left"] -= costs[queue]
+            taken += 1
+        return taken
 
     quotas = dict(zip(shares.names, shares.quotas(limit=200, spend=spend), strict=True))
     # slow (20 -> 10), fast (-> 9), slow (-> -1): then nothing fits.
@@ -85,19 +86,18 @@ def test_budget_limits_the_batch_by_each_queues_cost() -> None:
 
 def test_no_budget_no_claim() -> None:
     shares = QueueShares(parse_queues("a:1,b:1"))
-    assert shares.quotas(limit=200, spend=lambda queue: False) == [0, 0]
+    assert shares.quotas(limit=200, spend=lambda queue, at_most: 0) == [0, 0]
     strict = QueueShares(parse_queues("a:1,b:1"), strict=True)
-    quotas = strict.quotas(limit=200, spend=lambda queue: False)
+    quotas = strict.quotas(limit=200, spend=lambda queue, at_most: 0)
     assert strict.batch_size(quotas, 200) == 0
 
 
 def test_strict_queues_ask_everything_of_each_and_the_batch_is_sized_by_the_budget() -> None:
     shares = QueueShares(parse_queues("low:1,email:6"), strict=True)
-    calls = {"n": 0}
 
-    def spend(queue: str) -> bool:
-        calls["n"] += 1
-        return calls["n"] <= 5
+    def spend(queue: str, at_most: int) -> int:
+        assert queue == "low"  # sized by the first queue's jobs
+        return min(at_most, 5)
 
     quotas = shares.quotas(limit=200, spend=spend)
     assert quotas == [5, 5] and shares.batch_size(quotas, 200) == 5
