@@ -55,8 +55,9 @@ def uuid7_many(count: int) -> list[uuid.UUID]:
 
 
 def id_bound(moment: datetime) -> uuid.UUID:
-    """The smallest time-ordered id made at ``moment`` or later."""
-    ms = int(moment.timestamp() * 1000)
+    """The smallest time-ordered id made at ``moment`` or later (the smallest of all for a
+    moment before 1970)."""
+    ms = max(int(moment.timestamp() * 1000), 0)
     return uuid.UUID(int=(ms << 80) | (0x7 << 76))
 
 

@@ -681,6 +681,8 @@ def test_prune_reaches_jobs_made_before_ids_were_time_ordered() -> None:
     low, high = (uuid.UUID(first + uuid.uuid4().hex[2:]) for first in ("00", "ff"))
     legacy = [factories.job(State.SUCCEEDED, now=old, id=job_id) for job_id in (low, high)]
     kept = factories.job(State.SUCCEEDED, now=T0, id=uuid.UUID("ff" + uuid.uuid4().hex[2:]))
+    # A retention reaching back before 1970 keeps everything.
+    assert store.prune(retention={State.SUCCEEDED: 100 * 365 * 86400.0}, now=T0) == 0
     assert store.prune(retention={State.SUCCEEDED: 7 * 86400.0}, now=T0) == 2
     assert list(Job.objects.values_list("id", flat=True)) == [kept.id]
     assert all(job.id.version == 4 for job in legacy)
