@@ -118,7 +118,7 @@ class Claimer:
             if not budget:
                 return False
         limit = self.config.max_batch
-        quotas = self.shares.quotas(limit=limit, spend=partial(self.prefetch.spend, dict(budget)))
+        quotas = self.shares.quotas(limit=limit, budget=self.prefetch.claim_budget(budget))
         total = self.shares.batch_size(quotas, limit)
         if not total:
             # Room only in a lane none of the queues' jobs go to.

@@ -17,17 +17,24 @@ lowest pass of the others, or it would take a burst for the time it was empty.
 ``strict`` instead drains earlier queues first: every queue is asked for everything, and
 the claim's own order visits them first to last.
 
-The cost of a pick is the caller's: ``quotas`` takes a function that takes up to so many
-jobs of a queue out of the claim's budget and says how many it took (each spending its
-expected run time for the inline handler, one slot for a pool of handlers), so batch
-sizes follow each queue's own jobs.
+The cost of a pick is the caller's: ``quotas`` takes the claim's budget (``Budget``),
+where a job spends its expected run time for the inline handler and one slot for a pool of
+handlers, so batch sizes follow each queue's own jobs.
 """
 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
+
+
+class Budget(Protocol):
+    """What a claim may still take (jobs/worker/prefetch.py)."""
+
+    def spend(self, queue: str, at_most: int = 1) -> int:
+        """Take up to ``at_most`` jobs of ``queue`` out of the budget; how many it took."""
 
 
 @dataclass
@@ -43,27 +50,33 @@ class QueueShares:
         self.names = [name for name, _ in self.queues]
         self.stride = {name: 1.0 / weight for name, weight in self.queues}
 
-    def quotas(self, *, limit: int, spend: Callable[[str, int], int]) -> list[int]:
+    def quotas(self, *, limit: int, budget: Budget) -> list[int]:
         """How many jobs to ask of each queue (in ``self.names`` order), at most ``limit``
-        in all. ``spend(queue, n)`` takes up to ``n`` jobs of that queue out of the budget
-        and says how many there was budget for. All zero: no room for anything."""
+        in all, spent from ``budget``. All zero: no room for anything."""
         if self.strict or len(self.queues) == 1:
             # Earlier queues first: each may fill the batch; size it by the first queue's jobs.
-            return [spend(self.names[0], limit)] * len(self.queues)
+            return [budget.spend(self.names[0], limit)] * len(self.queues)
         quota = dict.fromkeys(self.names, 0)
         active = [name for name in self.names if name not in self.dry] or list(self.names)
-        passes = {name: self.passes[name] for name in active}
-        heap = [(passes[name], index, name) for index, name in enumerate(self.names) if name in passes]
+        heap = [(self.passes[name], index, name) for index, name in enumerate(self.names) if name in active]
         heapq.heapify(heap)
+        spend, stride = budget.spend, self.stride
         picked = 0
         while heap and picked < limit:
-            at, index, name = heapq.heappop(heap)
-            if not spend(name, 1):
+            at, index, name = heap[0]
+            if len(heap) == 1:
+                # One queue left: its picks follow one another, spent in one step.
+                taken = spend(name, limit - picked)
+                quota[name] += taken
+                picked += taken
+                break
+            if not spend(name):
                 # No budget left for this queue's jobs; others may still fit.
+                heapq.heappop(heap)
                 continue
             quota[name] += 1
             picked += 1
-            heapq.heappush(heap, (at + self.stride[name], index, name))
+            heapq.heapreplace(heap, (at + stride[name], index, name))
         if picked:
             for name in self.dry:
                 # One probe, so that a queue that got work again is seen.

@@ -96,30 +96,9 @@ class Prefetch:
         expected = self.expected.get(queue)
         return self.horizon if expected is None else expected
 
-    def spend(self, budget: dict[Any, float], queue: str, at_most: int = 1) -> int:
-        """Take up to ``at_most`` jobs of ``queue`` out of the claim's budget, as many as
-        the lane its jobs go to has budget left for (the last may overrun what is left: it
-        is still worth starting). Returns how many. Counted in one step, not job by job:
-        an idle executor's claim may be sized for a thousand short jobs."""
-        lane = self.lane_for_queue(queue)
-        left = budget.get(lane, 0.0)
-        if left <= 0 or at_most <= 0:
-            return 0
-        if lane != INLINE:
-            taken = min(at_most, math.ceil(left))
-            budget[lane] = left - taken
-            return taken
-        expected = self.expected.get(queue)
-        if expected is None:
-            # Not measured yet: one job of this queue per claim until it is.
-            if budget.get(("once", queue)):
-                return 0
-            budget[("once", queue)] = 1
-            return 1
-        cost = max(expected, 1e-6)
-        taken = min(at_most, math.ceil(left / cost))
-        budget[INLINE] = left - taken * cost
-        return taken
+    def claim_budget(self, budget: Mapping[Any, float]) -> ClaimBudget:
+        """A claim's budget (a copy of ``budget``), to size it by (fairness.QueueShares)."""
+        return ClaimBudget(self, dict(budget))
 
     # --- lane choice ---------------------------------------------------------------------
 
@@ -138,3 +117,40 @@ class Prefetch:
 
     def _default_lane(self) -> str:
         return THREADS if THREADS in self.lanes else INLINE
+
+
+class ClaimBudget:
+    """What one claim may still take: seconds of expected work for the inline lane, free
+    slots for the others (Prefetch.budget). A job may overrun what is left: it is still
+    worth starting. A queue whose inline jobs are not measured yet gets one job per claim.
+    Weighted queues size a claim job by job: each queue's lane and cost are looked up once."""
+
+    def __init__(self, policy: Prefetch, left: dict[Any, float]) -> None:
+        self.policy = policy
+        self.left = left
+        # Per queue: its jobs' lane and what one of them spends there (None: not measured).
+        self.costs: dict[str, tuple[str, float | None]] = {}
+
+    def _cost(self, queue: str) -> tuple[str, float | None]:
+        cost = self.costs.get(queue)
+        if cost is None:
+            lane = self.policy.lane_for_queue(queue)
+            expected = self.policy.expected.get(queue) if lane == INLINE else 1.0
+            cost = self.costs[queue] = (lane, None if expected is None else max(expected, 1e-6))
+        return cost
+
+    def spend(self, queue: str, at_most: int = 1) -> int:
+        """Take up to ``at_most`` jobs of ``queue`` out of the budget, as many as its lane
+        has budget left for; returns how many (counted in one step, not job by job)."""
+        lane, cost = self._cost(queue)
+        left = self.left.get(lane, 0.0)
+        if left <= 0 or at_most <= 0:
+            return 0
+        if cost is None:
+            if self.left.get(("once", queue)):
+                return 0
+            self.left[("once", queue)] = 1
+            return 1
+        taken = 1 if at_most == 1 else min(at_most, math.ceil(left / cost))
+        self.left[lane] = left - taken * cost
+        return taken

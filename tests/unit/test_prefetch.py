@@ -87,10 +87,10 @@ def test_spend_takes_slots_from_other_lanes_and_expected_seconds_from_the_inline
     policy.learn(row("io", "tasks.fetch"), THREADS)
     policy.learn(row("cpu", "tasks.crunch"), INLINE)
     policy.expected["cpu"] = 0.4
-    budget: dict[Any, float] = {INLINE: 1.0, THREADS: 2.0}
-    assert [policy.spend(budget, "io") for _ in range(3)] == [1, 1, 0]
+    budget = policy.claim_budget({INLINE: 1.0, THREADS: 2.0})
+    assert [budget.spend("io") for _ in range(3)] == [1, 1, 0]
     # A job may overrun what is left: three of 0.4 s fit a budget of 1 s.
-    assert [policy.spend(budget, "cpu") for _ in range(4)] == [1, 1, 1, 0]
+    assert [budget.spend("cpu") for _ in range(4)] == [1, 1, 1, 0]
 
 
 @pytest.mark.parametrize(
@@ -103,21 +103,21 @@ def test_spending_many_at_once_takes_what_spending_one_by_one_would(
     policy.learn(row("cpu", "tasks.crunch"), INLINE)
     policy.learn(row("io", "tasks.fetch"), THREADS)
     policy.expected["cpu"] = expected
-    one_by_one: dict[Any, float] = {INLINE: left, THREADS: 3.0}
+    one_by_one = policy.claim_budget({INLINE: left, THREADS: 3.0})
     singly = 0
-    while singly < at_most and policy.spend(one_by_one, "cpu"):
+    while singly < at_most and one_by_one.spend("cpu"):
         singly += 1
-    at_once: dict[Any, float] = {INLINE: left, THREADS: 3.0}
-    assert policy.spend(at_once, "cpu", at_most) == singly
-    assert at_once[INLINE] == pytest.approx(one_by_one[INLINE])
-    assert policy.spend(at_once, "io", 10) == 3 and policy.spend(at_once, "io") == 0
+    at_once = policy.claim_budget({INLINE: left, THREADS: 3.0})
+    assert at_once.spend("cpu", at_most) == singly
+    assert at_once.left[INLINE] == pytest.approx(one_by_one.left[INLINE])
+    assert at_once.spend("io", 10) == 3 and at_once.spend("io") == 0
 
 
 def test_an_unmeasured_inline_queue_gets_one_job_per_claim() -> None:
     policy = Prefetch(1.0, [INLINE])
-    budget: dict[Any, float] = {INLINE: 1.0}
-    assert [policy.spend(budget, "new", 5) for _ in range(3)] == [1, 0, 0]
-    assert policy.spend(budget, "other") == 1
+    budget = policy.claim_budget({INLINE: 1.0})
+    assert [budget.spend("new", 5) for _ in range(3)] == [1, 0, 0]
+    assert budget.spend("other") == 1
 
 
 def test_unknown_tasks_and_queues_go_where_a_blocking_task_would() -> None:
