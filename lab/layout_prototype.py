@@ -40,13 +40,14 @@ ENGINE_SQL = HERE.parent / "jobs" / "sql"
 LAYOUT_SQL = HERE / "layouts"
 
 # Each layout: the files applied, in order, to today's schema (its job table filled to
-# 70%, jobs/migrations/0018_job_fillfactor.py; A100 is the table before that).
+# 70%, jobs/migrations/0018_job_fillfactor.py; A100 is the table before that; B, its
+# running rows indexed by lease expiry, the table before 0020).
 LAYOUTS: dict[str, list[str]] = {
     "A": [],
     "A100": ["full_pages"],
-    "B": ["b_lean"],
-    "C": ["b_lean", "c_split"],
-    "D": ["b_lean", "d_ready"],
+    "B": ["lease_by_expiry"],
+    "C": ["c_split"],
+    "D": ["d_ready"],
 }
 # The engine's statement for each step of the cycle.
 ENGINE = {

@@ -185,13 +185,15 @@ class Job(models.Model):
                 name="jobs_job_claimable",
                 condition=models.Q(state=State.QUEUED),
             ),
-            # The reaper: running jobs by lease expiry. Running rows are few (what the
-            # workers hold), so statements by claim token (release, settling a dead
-            # executor) walk this one too rather than keep an index of their own, which
-            # every claim would have to write.
+            # Running jobs by the claim token that holds them: release, settling a dead
+            # executor. Running rows are few (what the workers hold), so the reaper and the
+            # housekeeper's next lease expiry read them all here and sort them, rather than
+            # key an index on the lease: the heartbeat and the start mark, which change only
+            # lease_expires_at and started_attempt, then change no indexed column and can be
+            # HOT updates (migration 0020).
             models.Index(
-                fields=["lease_expires_at"],
-                name="jobs_job_lease",
+                fields=["worker_id"],
+                name="jobs_job_holder",
                 condition=models.Q(state=State.RUNNING),
             ),
             # A user's own jobs (reports, imports, the email API's clients).

@@ -1,9 +1,10 @@
 -- Take back running jobs whose worker is gone. {lost} is one of two conditions
--- (jobs/store/leases.py): leases that expired at least a grace period ago (any worker
--- may run this; SKIP LOCKED keeps two reapers apart, and the grace lets a heartbeat that
--- had to retry past a row lock land first), or the jobs a dead executor of this worker
--- left under its claim token. The re-check in the outer WHERE keeps a job that
--- completed meanwhile completed.
+-- (jobs/store/leases.py), and {candidates} the running rows that meet it, earliest lease
+-- first: leases that expired at least a grace period ago (any worker may run this; SKIP
+-- LOCKED keeps two reapers apart, and the grace lets a heartbeat that had to retry past a
+-- row lock land first; sql/functions/jobs_leases_expired.sql), or the jobs a dead executor
+-- of this worker left under its claim token. The re-check in the outer WHERE keeps a job
+-- that completed meanwhile completed.
 --
 -- A job whose attempt never started (started_attempt < attempt: claimed in a batch, still
 -- waiting its turn) goes back to 'queued' at once with the attempt given back; the
@@ -18,11 +19,7 @@
 -- order, then the job rows (an outcome write that holds a workflow and waits for its job's
 -- row must not meet a reaper that holds the row and waits for the workflow).
 WITH candidates AS (
-    SELECT id, workflow_node
-    FROM jobs_job
-    WHERE state = 'running' AND {lost}
-    ORDER BY lease_expires_at
-    LIMIT %(limit)s
+    {candidates}
 ), steps_locked AS (
     SELECT w.id
     FROM candidates c

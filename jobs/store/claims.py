@@ -152,12 +152,12 @@ class Due(NamedTuple):
 
 
 def next_due(cursor: Any) -> Due:
-    """Three top-1 index reads (jobs_job_lease, jobs_job_scheduled, jobs_wfnode_deadline)
-    and the clock."""
+    """The earliest lease among the running rows (jobs_job_holder: what the workers hold),
+    two top-1 index reads (jobs_job_scheduled, jobs_wfnode_deadline) and the clock."""
     cursor.execute(
         """
         SELECT statement_timestamp(),
-               (SELECT min(lease_expires_at) FROM jobs_job WHERE state = 'running'),
+               jobs_lease_next_expiry(),
                (SELECT min(run_at) FROM jobs_job WHERE state = 'scheduled' AND limit_wait <> 'concurrency'),
                (SELECT min(deadline) FROM jobs_workflow_node WHERE kind = 'signal' AND state = 'running')
         """

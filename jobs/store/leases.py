@@ -64,14 +64,17 @@ def extend_leases(
 
 
 @cache
-def _reap_sql(lost: str) -> str:
-    return sql("reap").replace("{lost}", lost)
+def _reap_sql(lost: str, candidates: str) -> str:
+    return sql("reap").replace("{candidates}", candidates).replace("{lost}", lost)
 
 
-_LEASE_EXPIRED = (
-    "lease_expires_at < coalesce(%(now)s, statement_timestamp()) - %(grace)s * interval '1 second'"
+_CUTOFF = "coalesce(%(now)s, statement_timestamp()) - %(grace)s * interval '1 second'"
+_LEASE_EXPIRED = (f"lease_expires_at < {_CUTOFF}", f"SELECT * FROM jobs_leases_expired({_CUTOFF}, %(limit)s)")
+_HELD_BY_EXECUTOR = (
+    "worker_id = %(token)s::uuid",
+    "SELECT id, workflow_node FROM jobs_job WHERE state = 'running' AND worker_id = %(token)s::uuid "
+    "ORDER BY lease_expires_at LIMIT %(limit)s",
 )
-_HELD_BY_EXECUTOR = "worker_id = %(token)s::uuid"
 
 
 def reap(
@@ -85,7 +88,7 @@ def reap(
 ) -> list[Reaped]:
     """Take back jobs whose lease expired (see sql/reap.sql)."""
     cursor.execute(
-        _reap_sql(_LEASE_EXPIRED),
+        _reap_sql(*_LEASE_EXPIRED),
         {
             "base": backoff_base,
             "cap": backoff_cap,
@@ -110,7 +113,7 @@ def reap_token(
     """Settle every running job left under a dead executor's claim token, as the reaper
     would once their leases ran out: unstarted ones back unused, started ones as lost."""
     cursor.execute(
-        _reap_sql(_HELD_BY_EXECUTOR),
+        _reap_sql(*_HELD_BY_EXECUTOR),
         {"base": backoff_base, "cap": backoff_cap, "limit": 100_000, "now": now, "token": token,
          "reason": reason},
     )  # fmt: skip

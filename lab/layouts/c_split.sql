@@ -1,10 +1,10 @@
--- Layout C, a hot/cold split (applied after b_lean.sql): the columns the transitions write
+-- Layout C, a hot/cold split of today's table: the columns the transitions write
 -- move to a narrow table, jobs_job_run; the wide row (jobs_job: task, payload, options,
 -- owner, trace, workflow place, and the result and errors, written only when there are
 -- some) is written once at enqueue. Every index whose key or predicate names a mutable
 -- column moves with them, and so do the console's count triggers.
 -- name: schema
-DROP INDEX jobs_job_claimable, jobs_job_lease, jobs_job_scheduled, jobs_job_limit_waiting,
+DROP INDEX jobs_job_claimable, jobs_job_holder, jobs_job_scheduled, jobs_job_limit_waiting,
     jobs_job_limit_key, jobs_job_console_state, jobs_job_console_retrying, jobs_job_dedupe;
 DROP TRIGGER jobs_count_inserted ON jobs_job;
 DROP TRIGGER jobs_count_updated ON jobs_job;

@@ -1,10 +1,10 @@
--- Layout D, narrow execution tables in the manner of Solid Queue (applied after
--- b_lean.sql): a due job has a row in jobs_job_ready, deleted by the claim, which inserts
+-- Layout D, narrow execution tables in the manner of Solid Queue, beside today's table: a
+-- due job has a row in jobs_job_ready, deleted by the claim, which inserts
 -- the job's row in jobs_job_claimed (claim token, attempt, lease); the outcome deletes that
 -- row and writes the wide job row once, with its final state. The wide row keeps today's
 -- console indexes and count triggers; it is not written at claim.
 -- name: schema
-DROP INDEX jobs_job_claimable, jobs_job_lease;
+DROP INDEX jobs_job_claimable, jobs_job_holder;
 CREATE TABLE jobs_job_ready (
     job_id uuid PRIMARY KEY,
     queue_name text NOT NULL,

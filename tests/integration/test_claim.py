@@ -389,7 +389,7 @@ def test_the_housekeeping_reads_never_walk_the_table_whatever_the_statistics(sta
 @pytest.mark.django_db
 def test_the_fenced_writes_find_their_rows_by_primary_key_while_the_statistics_count_none_running() -> None:
     # A bulk enqueue analysed as all queued, then claimed: the statistics say no job runs.
-    # Planned from the running rows (jobs_job_lease), the outcome write re-read its whole
+    # Planned from the running rows (then jobs_job_lease), the outcome write re-read its whole
     # list of outcomes once per running row of every worker: 41 ms for 200 outcomes, not 6.
     factories.insert_queued(20_000)
     with connection.cursor() as cursor:
@@ -402,9 +402,9 @@ def test_the_fenced_writes_find_their_rows_by_primary_key_while_the_statistics_c
     params = {"worker": worker, "outcomes": outcomes, "started": json.dumps(pairs), "now": None,
               "lease_seconds": 300.0}  # fmt: skip
     # A batch that may hold workflow steps locks their workflows first: planned alike.
-    assert "jobs_job_lease" not in _plan("EXPLAIN " + record_statement(steps=True), params)
+    assert "jobs_job_holder" not in _plan("EXPLAIN " + record_statement(steps=True), params)
     plan = _plan("EXPLAIN ANALYZE " + record_statement(steps=False), params)
-    assert "jobs_job_lease" not in plan, plan
+    assert "jobs_job_holder" not in plan, plan
     assert plan.count("Index Scan using jobs_job_pkey") == 2, plan
     assert "actual time" in plan and "rows=200 loops=1" in plan, plan
     # The heartbeat and the progress write go by primary key as well.
@@ -426,5 +426,5 @@ def test_the_fenced_writes_find_their_rows_by_primary_key_while_the_statistics_c
         },
     )
     for name, plan in (("heartbeat", heartbeat), ("progress", progress)):
-        assert "jobs_job_lease" not in plan, (name, plan)
+        assert "jobs_job_holder" not in plan, (name, plan)
         assert "jobs_job_pkey" in plan, (name, plan)

@@ -60,8 +60,9 @@ def test_no_product_module_imports_the_lab() -> None:
 @pytest.mark.django_db
 def test_the_layout_prototype_counts_the_index_entries_each_layout_writes() -> None:
     # Today's layout writes 6 index entries per no-op job (enqueue: primary key, claimable;
-    # claim: primary key, lease; outcome: primary key, console_state), and so does layout B,
-    # whose lease index has another key. Counted from the WAL, so they are exact, not timed.
+    # claim: primary key, holder; outcome: primary key, console_state), and so does layout
+    # B, whose running rows are indexed by lease expiry; but B's heartbeat writes two index
+    # entries more, where A's is a HOT update. Counted from the WAL: exact, not timed.
     env = subprocess_env(JOBS_LAB="true", DEBUG="true")
     process = manage(
         "bench_layout", "--jobs", "20", "--heartbeats", "5", "--layouts", "A,B",
@@ -72,3 +73,5 @@ def test_the_layout_prototype_counts_the_index_entries_each_layout_writes() -> N
     rows = {line.split()[0]: line.split() for line in out.splitlines()[1:]}
     # (A first page split or a new root adds a fraction on so few jobs.)
     assert round(float(rows["A"][6])) == 6 and round(float(rows["B"][6])) == 6, out
+    # (WAL bytes per heartbeat: the column after heap records per job.)
+    assert float(rows["A"][8]) < float(rows["B"][8]), out
