@@ -170,8 +170,8 @@ def test_the_layer_contracts_hold() -> None:
 # through <app>/selectors.py and writes through jobs/store/.
 RAW_SQL_ALLOWED = {
     # The connections outside Django's, and commands about a connection rather than data:
-    # the pooler probe's backend pid, the scheduler's and the worker's LISTEN.
-    "jobs/db.py", "jobs/pooler.py", "jobs/scheduler/runner.py", "jobs/worker/relay.py",
+    # the pooler probe's backend pid, the scheduler's LISTEN.
+    "jobs/db.py", "jobs/pooler.py", "jobs/scheduler/runner.py",
     # The worker's registry row is a worker internal.
     "jobs/worker/registry.py",
     # A dead executor's attempts fail per their job's own retry options, read here.

@@ -26,12 +26,12 @@ from .limit_keys import Tended, tend_limit_keys
 from .operator import cancel, discard, limit_changed, pause_queue, prune, replay, resume_queue, run_now
 from .outcomes import record_outcomes, record_progress, release
 from .rows import NewJob
-from .statements import NOTIFY_CHANNEL, sql
+from .statements import NOTIFY_CHANNEL, listen, sql
 
 __all__ = [
     "COPY_THRESHOLD", "LIMITS_DECLARED", "NOTIFY_CHANNEL", "REAP_GRACE", "UNSTARTED_LEASE", "Beat",
     "Claimed", "Due", "NewJob", "Reaped", "Tended", "cancel", "claim", "copy_jobs_as_made",
-    "discard", "extend_leases", "insert_jobs", "lapse_holders", "limit_changed", "limits_declared",
+    "discard", "extend_leases", "insert_jobs", "lapse_holders", "limit_changed", "limits_declared", "listen",
     "next_due", "pause_queue", "promote", "prune",
     "reap", "reap_token", "record_outcomes", "record_progress", "release", "replay", "resume_queue",
     "run_now", "sql", "tend_limit_keys",

@@ -21,6 +21,11 @@ def sql(name: str) -> str:
     return (SQL_DIR / f"{name}.sql").read_text()
 
 
+def listen(conn: Any) -> None:
+    """LISTEN on a worker's connection for the enqueues' wake-ups."""
+    conn.execute(f"LISTEN {NOTIFY_CHANNEL}")
+
+
 def function_names() -> list[str]:
     """The functions defined in jobs/sql/functions/, by file name."""
     return sorted(path.stem for path in FUNCTIONS_DIR.glob("*.sql"))

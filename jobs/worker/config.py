@@ -73,6 +73,11 @@ class WorkerConfig:
     # /metrics served by the housekeeper on this port (0: off, and nothing is counted).
     metrics_port: int = 0
     metrics_addr: str = "127.0.0.1"
+    # Where the wake-ups are heard (with ``listen``): each executor on its own connection,
+    # when that connection can keep a LISTEN (no pooler in transaction mode, no separate
+    # JOBS_LISTEN_URL); else one LISTEN connection per worker, in the housekeeper, which
+    # wakes the executors through their pipes (relay.py).
+    listen_in_executors: bool = False
 
     def __post_init__(self) -> None:
         if not MIN_LEASE_SECONDS <= self.lease_seconds <= MAX_LEASE_SECONDS:
@@ -103,6 +108,8 @@ class WorkerConfig:
             "metrics_addr": conf.METRICS_ADDR,
         }
         values.update({k: v for k, v in options.items() if v is not None})
+        listen_here = bool(values["listen"]) and not conf.POOLED and not conf.LISTEN_URL
+        values.setdefault("listen_in_executors", listen_here)
         return cls(**values)  # type: ignore[arg-type]
 
     @property

@@ -100,6 +100,11 @@ class Executor:
         self.ctx = Context(index=index, attempts=self.attempts, feeder=self.feeder, slots=slots)
 
     def _on_connect(self, conn: Any) -> None:
+        if self.config.listen_in_executors:
+            # Wake-ups come to this connection; the feeder hears them during its statements
+            # and while it waits (feeder.py).
+            conn.add_notify_handler(self.feeder.heard)
+            store.listen(conn)
         # A claim that committed while its reply was lost leaves rows under our token that
         # nobody runs: hand them back. What is in hand is ours to finish (the connection may
         # have been lost in the middle of writing an outcome). The first connection has

@@ -5,8 +5,12 @@ runs a handler. So the database and the handlers work at the same time: while th
 waits for the next claim or for an outcome write, the lanes go on running jobs.
 
 This module is the thread and its wait loop: each turn writes what is due, claims if a
-claim is due, gives back what cannot start in time, or sleeps until the nearest deadline
-or a poke. The rest is in pieces that share the feeder's one lock (a condition variable):
+claim is due, gives back what cannot start in time, or sleeps until the nearest deadline,
+a poke or a wake-up. Wake-ups (an enqueue's NOTIFY) come to the executor's own connection
+where it can keep a LISTEN (``listen_in_executors``): heard during the feeder's statements
+(psycopg calls ``heard``) and read from the connection's socket while it waits. Else the
+housekeeper's relay writes them to the wake pipe. The rest is in pieces that share the
+feeder's one lock (a condition variable):
 
 * claimer.py: whether a claim is due, the claim statement, and what its rows mean;
 * prefetch.py: how much to claim ahead and for which lane (a pure policy);
@@ -26,6 +30,8 @@ import threading
 import time
 import uuid
 from typing import Any
+
+import psycopg
 
 from .. import store
 from ..db import Connection
@@ -58,6 +64,7 @@ class Feeder:
         log: JobLog | None = None,
     ) -> None:
         self.config = config
+        self.db = db
         self.lanes = lanes
         self.wake_fd = wake_fd
         self.shares = QueueShares(config.queues, strict=config.strict)
@@ -99,6 +106,8 @@ class Feeder:
         self.poke_r, self.poke_w = os.pipe()
         os.set_blocking(self.poke_w, False)
         self.sleeping = False
+        # A wake-up came in on the executor's connection during a statement (this thread's).
+        self.was_heard = False
         self.thread: threading.Thread | None = None
 
     @property
@@ -136,6 +145,10 @@ class Feeder:
             poke = waiting == 1 or waiting >= FLUSH_COUNT or not lane.waiting
         if poke:
             self._poke()
+
+    def heard(self, notify: psycopg.Notify) -> None:
+        """psycopg's notify handler on the executor's connection (this thread's statements)."""
+        self.was_heard = True
 
     def learn(self, row: Claimed, lane: str) -> None:
         self.prefetch.learn(row, lane)
@@ -236,6 +249,9 @@ class Feeder:
     # --- waiting ---------------------------------------------------------------------------
 
     def _wait(self, now: float) -> None:
+        if self.was_heard:
+            self._announced()
+            return
         with self.cv:
             timeout = self._next_deadline_locked(now)
             if timeout <= 0:
@@ -244,6 +260,9 @@ class Feeder:
         fds = [self.poke_r]
         if self.wake_fd is not None:
             fds.append(self.wake_fd)
+        listening = self.db.fileno() if self.config.listen_in_executors else None
+        if listening is not None:
+            fds.append(listening)
         try:
             readable, _, _ = select.select(fds, [], [], timeout)
         finally:
@@ -251,6 +270,8 @@ class Feeder:
                 self.sleeping = False
         if self.poke_r in readable:
             os.read(self.poke_r, 4096)
+        if listening is not None and listening in readable:
+            self._hear()
         if self.wake_fd is not None and self.wake_fd in readable:
             data = os.read(self.wake_fd, 4096)
             if any(byte in (signal.SIGTERM, signal.SIGINT) for byte in data):
@@ -258,6 +279,26 @@ class Feeder:
             with self.cv:
                 # A job was announced (or a signal arrived): look again now.
                 self.claimer.idle_until = 0.0
+
+    def _hear(self) -> None:
+        """Read the wake-ups waiting on the executor's connection."""
+        assert self.db.conn is not None
+        pgconn = self.db.conn.pgconn
+        try:
+            pgconn.consume_input()
+            while pgconn.notifies() is not None:
+                self.was_heard = True
+        except psycopg.Error as exc:
+            # Closed under us: the claim now reconnects, and LISTENs again.
+            self.db.lost(exc)
+            self.was_heard = True
+        if self.was_heard:
+            self._announced()
+
+    def _announced(self) -> None:
+        self.was_heard = False
+        with self.cv:
+            self.claimer.idle_until = 0.0
 
     def _next_deadline_locked(self, now: float) -> float:
         deadlines = self.outbox.deadlines_locked()

@@ -6,8 +6,8 @@ progress).
 
 What it does, each on the database's clock:
 
-* **listens** (one LISTEN connection per worker, always drained, never behind a handler)
-  and wakes the executors through their wake pipes;
+* **listens** for executors that cannot (behind a pooler, on JOBS_LISTEN_URL) and wakes
+  them through their wake pipes (relay.py);
 * **heartbeats**: extends the lease of exactly the jobs the executors run (their slot
   entries), every third of the shortest lease in hand (a claimed job's lease is short
   until it starts: store.UNSTARTED_LEASE); rows another transaction has locked are

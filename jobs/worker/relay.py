@@ -1,5 +1,8 @@
-"""The housekeeper's LISTEN relay: one LISTEN connection per worker, always drained, never
-behind a handler, that wakes the executors through their wake pipes."""
+"""The housekeeper's LISTEN relay, for executors whose connections cannot keep a LISTEN (a
+pooler in transaction mode, with a direct JOBS_LISTEN_URL to listen on): one LISTEN
+connection per worker, always drained, never behind a handler, that wakes the executors
+through their wake pipes. Elsewhere each executor listens on its own connection
+(feeder.py), one process hop closer to the job."""
 
 from __future__ import annotations
 
@@ -21,11 +24,11 @@ class NotifyRelay:
         # Write ends of the executors' wake pipes.
         self.wake_fds = wake_fds
         self.listener: Connection | None = None
-        if config.listen:
+        if config.listen and not config.listen_in_executors:
             self.listener = Connection(
                 config.database,
                 name="jobs-listener",
-                on_connect=_listen,
+                on_connect=store.listen,
                 libpq={**libpq, **listen_libpq()},
             )
         self.listen_retry_at = 0.0
@@ -65,7 +68,3 @@ class NotifyRelay:
     def close(self) -> None:
         if self.listener is not None:
             self.listener.drop()
-
-
-def _listen(conn: psycopg.Connection) -> None:
-    conn.execute(f"LISTEN {store.NOTIFY_CHANNEL}")

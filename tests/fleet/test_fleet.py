@@ -102,12 +102,12 @@ def connections_from(pids: list[int]) -> int:
 
 @pytest.mark.usefixtures("side_effects")
 def test_a_worker_host_holds_the_documented_connections(tmp_path: Path) -> None:
-    """--concurrency 2: per executor its queue connection and the handlers' Django
-    connection, plus the housekeeper's and the listener's (tests/pgbouncer: none when
-    polling only)."""
+    """--concurrency 2: per executor its queue connection (which also LISTENs) and the
+    handlers' Django connection, plus the housekeeper's (docs/how-to/scaling.md: 2C + 1;
+    tests/pgbouncer: the housekeeper's listener on JOBS_LISTEN_URL behind a pooler)."""
     from tests.tasks import basic
 
-    expected = 2 * 2 + 1 + 1
+    expected = 2 * 2 + 1
     with running_worker(tmp_path, "--concurrency", "2") as worker:
         # Slow enough that both executors run handlers that use the ORM.
         basic.sleep_then_record.enqueue_many([((f"k{i}", 0.05), {}) for i in range(20)])

@@ -1,5 +1,7 @@
 """Wake-up of a real idle worker: NOTIFY from the enqueueing transaction brings pickup
-latency far below the poll interval; a lost listener reconnects; polling alone works."""
+latency far below the poll interval, heard by the executors on their own connections or,
+with JOBS_LISTEN_URL, by the housekeeper's relay; a lost listener reconnects; polling alone
+works."""
 
 from __future__ import annotations
 
@@ -11,7 +13,12 @@ import pytest
 from django.db import connection
 
 from jobs.models import Job
-from tests.support.workers import running_worker, terminate_worker_connections, wait_until
+from tests.support.workers import (
+    running_worker,
+    subprocess_env,
+    terminate_worker_connections,
+    wait_until,
+)
 from tests.tasks import resilience
 
 pytestmark = pytest.mark.process
@@ -40,13 +47,29 @@ def _executor_backends() -> set[int]:
         return {row[0] for row in cursor.fetchall()}
 
 
-def test_idle_worker_picks_up_at_once_on_notify(tmp_path: Path, transactional_db: None) -> None:
-    with running_worker(tmp_path, "--concurrency", "2", JOBS_POLL_INTERVAL="10"):
+def _listener_backends() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND application_name = 'jobs-listener'"
+        )
+        return int(cursor.fetchone()[0])
+
+
+@pytest.mark.parametrize("heard_by", ["executors", "relay"])
+def test_idle_worker_picks_up_at_once_on_notify(
+    tmp_path: Path, transactional_db: None, heard_by: str
+) -> None:
+    # With a JOBS_LISTEN_URL (a direct connection past a pooler, here the same database)
+    # the housekeeper listens and wakes the executors; else each executor listens itself.
+    env = {"JOBS_LISTEN_URL": subprocess_env()["DATABASE_URL"]} if heard_by == "relay" else {}
+    with running_worker(tmp_path, "--concurrency", "2", JOBS_POLL_INTERVAL="10", **env):
         _pickup_latency()  # the executors are connected and listening
         latencies = []
         for _ in range(SAMPLES):
             time.sleep(0.02)  # let the executors go idle again
             latencies.append(_pickup_latency())
+        assert _listener_backends() == (1 if heard_by == "relay" else 0)
 
     latencies.sort()
     p50 = statistics.median(latencies)

@@ -55,3 +55,28 @@ def test_config_takes_settings_unless_an_option_overrides_them() -> None:
         shutdown_timeout=3.0,
     )
     assert (config.poll_interval, config.lease_seconds, config.shutdown_timeout) == (7.0, 90.0, 3.0)
+
+
+@pytest.mark.parametrize(
+    ("settings", "options", "in_executors", "listen"),
+    [
+        ({}, {}, True, True),
+        # A pooler in transaction mode: LISTEN only on the direct connection, in the relay.
+        ({"POOLED": True, "LISTEN_URL": "postgres://direct/jobs"}, {}, False, True),
+        ({"LISTEN_URL": "postgres://direct/jobs"}, {}, False, True),
+        ({"POOLED": True, "LISTEN": False}, {}, False, False),
+        ({}, {"listen": False}, False, False),
+    ],
+)
+def test_executors_listen_themselves_where_their_connections_can_keep_a_listen(
+    settings: dict[str, object], options: dict[str, object], in_executors: bool, listen: bool
+) -> None:
+    config = WorkerConfig.from_settings(
+        JobsSettings(**settings),  # type: ignore[arg-type]
+        queues=parse_queues("default"),
+        strict=False,
+        concurrency=1,
+        burst=False,
+        **options,
+    )
+    assert (config.listen, config.listen_in_executors) == (listen, in_executors)
