@@ -92,7 +92,13 @@ def test_lost_listener_reconnects_and_still_wakes(tmp_path: Path, transactional_
             # (Backends terminated a moment ago may still be listed while they exit.)
             before = wait_until(_two_executor_backends, message="two executor connections")
             assert terminate_worker_connections("jobs-executor-%") == 2
-            wait_until(lambda b=before: len(_executor_backends() - b) == 2, message="executors to reconnect")
+            # Idle, with a 10-second poll: each executor sees its listening connection
+            # close and connects again at once, not at its next claim.
+            wait_until(
+                lambda b=before: len(_executor_backends() - b) == 2,
+                timeout=5,
+                message="executors to reconnect",
+            )
             time.sleep(0.1)
             assert _pickup_latency() < 1.0
         assert worker.log().count("event=db_reconnected") >= 4
