@@ -327,6 +327,22 @@ class Connection:
         self.conn = None
         self.cursor = None
 
+    def read_notifies(self) -> int | None:
+        """Read what the server sent to the connection while no statement ran (its socket
+        was readable): how many notifications of a LISTEN came, or None if the server had
+        closed the connection (dropped; the next use connects again)."""
+        assert self.conn is not None
+        pgconn = self.conn.pgconn
+        count = 0
+        try:
+            pgconn.consume_input()
+            while pgconn.notifies() is not None:
+                count += 1
+        except psycopg.Error as exc:
+            self.lost(exc)
+            return None
+        return count
+
     def fileno(self) -> int | None:
         if self.conn is None or self.conn.closed:
             return None

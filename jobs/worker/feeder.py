@@ -281,18 +281,9 @@ class Feeder:
                 self.claimer.idle_until = 0.0
 
     def _hear(self) -> None:
-        """Read the wake-ups waiting on the executor's connection."""
-        assert self.db.conn is not None
-        pgconn = self.db.conn.pgconn
-        try:
-            pgconn.consume_input()
-            while pgconn.notifies() is not None:
-                self.was_heard = True
-        except psycopg.Error as exc:
-            # Closed under us: the claim now reconnects, and LISTENs again.
-            self.db.lost(exc)
-            self.was_heard = True
-        if self.was_heard:
+        """Read the wake-ups waiting on the executor's connection. One that was closed
+        under us (None) is connected again, and LISTENs again, by the claim made now."""
+        if self.db.read_notifies() != 0:
             self._announced()
 
     def _announced(self) -> None:

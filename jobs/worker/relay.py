@@ -46,16 +46,8 @@ class NotifyRelay:
         return self.listener.fileno()
 
     def drain(self) -> None:
-        assert self.listener is not None and self.listener.conn is not None
-        pgconn = self.listener.conn.pgconn
-        woken = 0
-        try:
-            pgconn.consume_input()
-            while pgconn.notifies() is not None:
-                woken += 1
-        except psycopg.Error as exc:
-            self.listener.lost(exc)
-        if woken:
+        assert self.listener is not None
+        if self.listener.read_notifies():
             self.wake_executors()
 
     def wake_executors(self) -> None:
