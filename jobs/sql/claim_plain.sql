@@ -51,7 +51,7 @@ WITH quick_commit AS MATERIALIZED (
     RETURNING j.id, j.task_path, j.args::text, j.kwargs::text, j.attempt, j.max_attempts,
               coalesce(j.timeout, %(default_timeout)s::float8),
               coalesce(j.lease_seconds, %(lease_seconds)s),
-          coalesce(nullif(j.trace_id, ''), encode(uuid_send(j.id), 'hex')), j.queue_name, j.priority,
+              coalesce(nullif(j.trace_id, ''), encode(uuid_send(j.id), 'hex')), j.queue_name, j.priority,
               j.run_at, o.expired, j.handbacks, j.soft_timeout, j.jitter, j.backoff_base,
               j.backoff_cap, j.non_retryable, j.created_at,
               CASE WHEN o.expired THEN 'expire' ELSE 'start' END AS decision,

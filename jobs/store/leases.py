@@ -70,9 +70,10 @@ def _reap_sql(lost: str, candidates: str) -> str:
 
 _CUTOFF = "coalesce(%(now)s, statement_timestamp()) - %(grace)s * interval '1 second'"
 _LEASE_EXPIRED = (f"lease_expires_at < {_CUTOFF}", f"SELECT * FROM jobs_leases_expired({_CUTOFF}, %(limit)s)")
+_HELD = "worker_id = %(token)s::uuid"
 _HELD_BY_EXECUTOR = (
-    "worker_id = %(token)s::uuid",
-    "SELECT id, workflow_node FROM jobs_job WHERE state = 'running' AND worker_id = %(token)s::uuid "
+    _HELD,
+    f"SELECT id, workflow_node FROM jobs_job WHERE state = 'running' AND {_HELD} "
     "ORDER BY lease_expires_at LIMIT %(limit)s",
 )
 

@@ -276,9 +276,8 @@ class Feeder:
             data = os.read(self.wake_fd, 4096)
             if any(byte in (signal.SIGTERM, signal.SIGINT) for byte in data):
                 self.stop()
-            with self.cv:
-                # A job was announced (or a signal arrived): look again now.
-                self.claimer.idle_until = 0.0
+            # A job was announced (or a signal arrived): look again now.
+            self._announced()
 
     def _hear(self) -> None:
         """Read the wake-ups waiting on the executor's connection. One that was closed
@@ -287,6 +286,7 @@ class Feeder:
             self._announced()
 
     def _announced(self) -> None:
+        """A wake-up, heard or piped: claim at once."""
         self.was_heard = False
         with self.cv:
             self.claimer.idle_until = 0.0
