@@ -197,7 +197,7 @@ JOBS = {
     # A worker process takes more than one job per claim only while jobs finish fast:
     # it never holds more work than it expects to finish within this many seconds.
     "PREFETCH_HORIZON": env.float("JOBS_PREFETCH_HORIZON", default=0.05),
-    "MAX_BATCH": env.int("JOBS_MAX_BATCH", default=200),
+    "MAX_BATCH": env.int("JOBS_MAX_BATCH", default=1000),
     # Per executor: async handlers running at once, and handler threads for blocking tasks
     # that wait on I/O (0: they run one at a time in the executor's main thread).
     "ASYNC_CONCURRENCY": env.int("JOBS_ASYNC_CONCURRENCY", default=50),

@@ -24,7 +24,7 @@ class JobsSettings:
     DEFAULT_TIMEOUT: float = 0.0
     MAX_PAYLOAD_BYTES: int = 64 * 1024
     PREFETCH_HORIZON: float = 0.05
-    MAX_BATCH: int = 200
+    MAX_BATCH: int = 1000
     # Per executor: async handlers running at once on its event loop, and handler threads
     # for blocking tasks (0: blocking tasks run one at a time in the executor's main thread).
     ASYNC_CONCURRENCY: int = 50

@@ -151,7 +151,7 @@ class ClaimBudget:
                 return 0
             self.left[("once", queue)] = 1
             return 1
-        # One job (a weighted pick, up to 200 per claim) skips the division: 31 ns, not 87.
+        # One job (a weighted pick, once per job of a claim) skips the division: 31 ns, not 87.
         taken = 1 if at_most == 1 else min(at_most, math.ceil(left / cost))
         self.left[lane] = left - taken * cost
         return taken
