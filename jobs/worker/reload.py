@@ -133,7 +133,12 @@ class Reloader:
         """The child's exit status once it has ended (the last child's, if none runs)."""
         if self.child is not None:
             # A signal meanwhile runs _on_signal and the wait goes on (PEP 475).
-            self.last_code = self.child.wait()
+            code = self.child.wait()
+            if self.child_stopping and code == -signal.SIGTERM:
+                # Told to stop while it was still starting (a stop just after a restart),
+                # before its handler was set: the signal ended it, as it was asked to end.
+                code = 0
+            self.last_code = code
             self.child = None
         return self.last_code
 

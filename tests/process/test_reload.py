@@ -146,3 +146,21 @@ def test_a_task_module_written_while_the_worker_runs_and_edited_at_once_is_picke
         path.unlink(missing_ok=True)
         for cached in (path.parent / "__pycache__").glob(f"{name}.*"):
             cached.unlink()
+
+
+def test_a_stop_while_a_reload_starts_the_new_worker_exits_cleanly(
+    tmp_path: Path, task_module: tuple[str, Path]
+) -> None:
+    # Ctrl-C just after saving a file: the new worker is still importing Django, with no
+    # handler of its own yet, so the stop ends it by the signal itself. That is still the
+    # stop that was asked for, and the reloader says so with a clean exit.
+    _, path = task_module
+    with running_worker(tmp_path, "--reload", "--concurrency", "1") as worker:
+        (first,) = children_of(worker.pid)
+        path.write_text(SECOND)
+        wait_until(lambda: [child for child in children_of(worker.pid) if child != first])
+        worker.signal(signal.SIGTERM)
+        assert worker.wait() == 0
+    log = worker.log()
+    assert log.count(STARTED) == 1, "the stop came before the new worker started"
+    assert "event=reloader_stopped code=0" in log
