@@ -49,13 +49,6 @@ HELD_RECHECK = 0.1
 RECHECKS = (0.005, 0.05)
 # While limits are declared, whether any still is is read again after this long (seconds).
 LIMITS_READ_EVERY = 30.0
-# A claim takes at most about this many bytes of payloads (args and kwargs as JSON text),
-# at the average size of the rows claimed so far: quick jobs with large payloads are
-# claimed in smaller batches than JOBS_MAX_BATCH, so that the rows an executor holds stay
-# small (1,000 rows of 60 KB held 170 MiB, and drained slower than batches of 200).
-CLAIM_BYTES = 8 * 1024 * 1024
-# Weight of the newest claim's average row size in the running average.
-ROW_BYTES_EWMA = 0.2
 
 
 class Claimer:
@@ -101,8 +94,6 @@ class Claimer:
         # (monotonic time of the last read), to go back once none is.
         self.limits = False
         self.limits_read_at = 0.0
-        # The average size of a claimed row's payloads, bytes (None: nothing claimed yet).
-        self.row_bytes: float | None = None
         # Burst mode ends once a claim made after the last write found nothing (the feeder
         # clears this when it writes outcomes).
         self.empty_since_write = False
@@ -126,7 +117,7 @@ class Claimer:
             budget = self.prefetch.budget(self.lanes, now)
             if not budget:
                 return False
-        limit = self.batch_limit()
+            limit = self.prefetch.batch_limit(self.config.max_batch)
         quotas = self.shares.quotas(limit=limit, budget=self.prefetch.claim_budget(budget))
         total = self.shares.batch_size(quotas, limit)
         if not total:
@@ -145,7 +136,8 @@ class Claimer:
             with self.cv:
                 self.idle_until = time.monotonic() + RETRY_AFTER
             return False
-        self._measure(rows)
+        with self.cv:
+            self.prefetch.claimed(rows)
         got: dict[str, int] = {}
         runnable = []
         for row in rows:
@@ -193,21 +185,6 @@ class Claimer:
         if rows:
             self.rechecked = 0
         return bool(rows) or not all(quotas)
-
-    def batch_limit(self) -> int:
-        """The most rows the next claim may take: JOBS_MAX_BATCH, or fewer where the rows
-        claimed so far were large (CLAIM_BYTES)."""
-        limit = self.config.max_batch
-        if self.row_bytes is None:
-            return limit
-        return max(1, min(limit, int(CLAIM_BYTES / self.row_bytes)))
-
-    def _measure(self, rows: Sequence[Claimed]) -> None:
-        if not rows:
-            return
-        size = sum(len(row.args) + len(row.kwargs) for row in rows if row.args is not None) / len(rows)
-        previous = self.row_bytes
-        self.row_bytes = size if previous is None else previous + ROW_BYTES_EWMA * (size - previous)
 
     def _next_look(self) -> float:
         """Seconds until the next claim after one that found nothing new: the next of the

@@ -16,7 +16,7 @@ from django.test import override_settings
 from jobs import limits
 from jobs.db import Connection
 from jobs.models import LimitState
-from jobs.worker import claimer
+from jobs.worker import prefetch
 from jobs.worker.claimer import RECHECKS, Claimer
 from jobs.worker.feeder import Feeder
 from jobs.worker.lane_rows import LaneRows
@@ -100,18 +100,18 @@ def test_rows_with_large_payloads_are_claimed_in_smaller_batches(
 ) -> None:
     # A claim takes about CLAIM_BYTES of payloads, at the size of the rows claimed so far:
     # here 2,000 bytes, and rows of about 500 bytes, so four a claim once one was seen.
-    monkeypatch.setattr(claimer, "CLAIM_BYTES", 2_000)
+    monkeypatch.setattr(prefetch, "CLAIM_BYTES", 2_000)
     basic.echo.enqueue_many([(("x" * 490,), {}) for _ in range(10)])
     db = Connection("default", name="test-feeder-claims")
     try:
         feeder, lane = feeder_with_room(db, entries=20, max_batch=20)
-        assert feeder.claimer.batch_limit() == 20, "nothing measured yet: JOBS_MAX_BATCH"
+        assert feeder.prefetch.batch_limit(20) == 20, "nothing measured yet: JOBS_MAX_BATCH"
         with monkeypatch.context() as one_slot:
             one_slot.setattr(feeder.prefetch, "budget", lambda lanes, now: {"threads": 1.0})
             assert feeder.claimer.claim_if_room(time.monotonic()) is True
         assert len(lane.waiting) == 1
-        assert 490 < feeder.claimer.row_bytes < 520  # type: ignore[operator]
-        assert feeder.claimer.batch_limit() == 4
+        assert 490 < feeder.prefetch.row_bytes < 520  # type: ignore[operator]
+        assert feeder.prefetch.batch_limit(20) == 4
         assert feeder.claimer.claim_if_room(time.monotonic()) is True
         assert len(lane.waiting) == 1 + 4 and len(claims) == 2
         feeder.close()
