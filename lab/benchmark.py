@@ -225,8 +225,12 @@ def _check_succeeded(count: int) -> None:
         raise RuntimeError(f"drain finished {done} of {count} jobs")
 
 
+# The memory check samples an executor after this many jobs, then after all of them.
+MEMORY_MARK = 1_000
+
+
 def measure_memory(count: int) -> tuple[float, float]:
-    """Resident memory (MiB) of one executor process after 1,000 and after ``count`` jobs."""
+    """Resident memory (MiB) of one executor process after MEMORY_MARK and after ``count`` jobs."""
     _truncate()
     for start in range(0, count, 10_000):
         enqueue_many(noop, [((), {})] * min(10_000, count - start))
@@ -235,7 +239,7 @@ def measure_memory(count: int) -> tuple[float, float]:
     )
     samples = []
     try:
-        for mark in (1_000, count):
+        for mark in (MEMORY_MARK, count):
             _wait_for(partial(_succeeded_at_least, mark), 120)
             samples.append(_rss_mib(_children(worker.pid)[0]))
     finally:
@@ -337,9 +341,10 @@ def run(
             report.add(f"pickup_p{pct}_ms", percentile(latencies, pct))
         for name, value in (measure_wal(single) or {}).items():
             report.add(name, value)
-    after_1k, after_all = measure_memory(memory)
-    report.add("executor_rss_after_1k_jobs_mib", after_1k)
-    report.add(f"executor_rss_after_{memory // 1000}k_jobs_mib", after_all)
+    if memory:
+        after_1k, after_all = measure_memory(memory)
+        report.add("executor_rss_after_1k_jobs_mib", after_1k)
+        report.add(f"executor_rss_after_{memory // 1000}k_jobs_mib", after_all)
     report.notes = {
         "jobs": {"single": single, "bulk": bulk, "drain": drain, "pickup_samples": pickup, "memory": memory},
         "cpus": os.cpu_count(),

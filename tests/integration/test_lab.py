@@ -41,6 +41,18 @@ def test_jobs_lab_true_installs_the_lab_commands() -> None:
     assert commands(JOBS_LAB="true") >= LAB_COMMANDS
 
 
+def test_the_benchmark_refuses_a_memory_check_it_could_not_sample() -> None:
+    # It samples the executor after 1,000 jobs: fewer once waited two minutes, then failed.
+    # (Refused before the benchmark database is even looked at: nothing is emptied.)
+    process = manage(
+        "benchmark", "--memory", "10",
+        env=subprocess_env(JOBS_LAB="true", DEBUG="true"), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    _, err = process.communicate(timeout=120)
+    assert process.returncode == 1
+    assert "--memory takes at least 1000 jobs, or 0 to skip the memory check" in err
+
+
 def test_no_product_module_imports_the_lab() -> None:
     offenders = []
     for package in PRODUCT:
@@ -65,7 +77,7 @@ def test_the_layout_prototype_counts_the_index_entries_each_layout_writes() -> N
     # entries more, where A's is a HOT update. Counted from the WAL: exact, not timed.
     env = subprocess_env(JOBS_LAB="true", DEBUG="true")
     process = manage(
-        "bench_layout", "--jobs", "20", "--heartbeats", "5", "--layouts", "A,B",
+        "bench_layout", "--jobs", "20", "--heartbeats", "5", "--layouts", "A,B,P70",
         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
     )  # fmt: skip
     out, err = process.communicate(timeout=300)
@@ -75,3 +87,5 @@ def test_the_layout_prototype_counts_the_index_entries_each_layout_writes() -> N
     assert round(float(rows["A"][6])) == 6 and round(float(rows["B"][6])) == 6, out
     # (WAL bytes per heartbeat: the column after heap records per job.)
     assert float(rows["A"][8]) < float(rows["B"][8]), out
+    # The table before migration 0021 (its reverse, another column order) is built too.
+    assert round(float(rows["P70"][6])) == 6, out

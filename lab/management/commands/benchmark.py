@@ -2,7 +2,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from lab import benchmark
 from lab.management.bench import add_force_option, require_bench_database
@@ -18,12 +18,20 @@ class Command(BaseCommand):
         parser.add_argument("--drain", type=int, default=20_000, help="jobs drained per measurement")
         parser.add_argument("--pickup", type=int, default=200, help="pickup latency samples")
         parser.add_argument(
-            "--memory", type=int, default=100_000, help="jobs run by one executor for the memory check (once)"
+            "--memory",
+            type=int,
+            default=100_000,
+            help="jobs run by one executor for the memory check (once; at least 1000, or 0 to skip it)",
         )
         parser.add_argument("--json", default="bench-results/latest.json", help="where to write results")
         add_force_option(parser)
 
     def handle(self, *args: Any, **options: Any) -> None:
+        if 0 < options["memory"] < benchmark.MEMORY_MARK:
+            # The check samples the executor after its first 1,000 jobs, then after all of them.
+            raise CommandError(
+                f"--memory takes at least {benchmark.MEMORY_MARK} jobs, or 0 to skip the memory check"
+            )
         require_bench_database(options, empties="the job table", suite="core")
         report = benchmark.run(
             runs=options["runs"],
