@@ -162,9 +162,11 @@ def dump_schema(source_dsn: str) -> str:
     ).stdout  # fmt: skip
 
 
-def _enqueue_params() -> dict[str, Any]:
+def _enqueue_params(payload: int = 0) -> dict[str, Any]:
+    """One no-op job's insert; ``payload`` bytes of argument (one string), or none."""
+    args = json.dumps(["x" * payload]) if payload else "[]"
     return {
-        "id": uuid7(), "task_path": TASK, "queue_name": "default", "priority": 0, "args": "[]",
+        "id": uuid7(), "task_path": TASK, "queue_name": "default", "priority": 0, "args": args,
         "kwargs": "{}", "max_attempts": 3, "trace_id": "", "notify": True, "checked": True,
     }  # fmt: skip
 
@@ -187,7 +189,9 @@ def _outcome_params(worker: uuid.UUID, claimed: list[tuple[Any, int]]) -> dict[s
     }  # fmt: skip
 
 
-def cycle(dsn: str, sql: dict[str, str], *, jobs: int, batch: int, heartbeats: int) -> Measure:
+def cycle(
+    dsn: str, sql: dict[str, str], *, jobs: int, batch: int, heartbeats: int, payload: int = 0
+) -> Measure:
     """Enqueue ``jobs`` one per transaction, then drain them: claim a batch, record its
     outcomes. Then ``heartbeats`` jobs claimed, their leases extended, their outcomes recorded."""
     measure = Measure(jobs=jobs)
@@ -208,11 +212,11 @@ def cycle(dsn: str, sql: dict[str, str], *, jobs: int, batch: int, heartbeats: i
             return rows
 
         for _ in range(jobs):
-            step("enqueue", sql["enqueue"], _enqueue_params())
+            step("enqueue", sql["enqueue"], _enqueue_params(payload))
         cur.execute("ANALYZE")
         drain(step, sql, worker, batch)
         for _ in range(heartbeats):
-            step("hb_enqueue", sql["enqueue"], _enqueue_params())
+            step("hb_enqueue", sql["enqueue"], _enqueue_params(payload))
         drain(step, sql, worker, batch, heartbeat=True)
         measure.heartbeats = heartbeats
         measure.row_bytes = row_sizes(cur)
@@ -282,7 +286,7 @@ def disk_sizes(cur: Any) -> tuple[int, int]:
 
 def run(
     *, admin_dsn: str, source_dsn: str, scratch: str, layouts: list[str], jobs: int, batch: int,
-    heartbeats: int, echo: Callable[[str], None],
+    heartbeats: int, echo: Callable[[str], None], payload: int = 0,
 ) -> dict[str, Measure]:  # fmt: skip
     schema = dump_schema(source_dsn)
     results = {}
@@ -292,8 +296,9 @@ def run(
             echo(f"layout {name}")
             make_database(admin_dsn, scratch, schema, LAYOUTS[name])
             results[name] = cycle(
-                target, statements(LAYOUTS[name]), jobs=jobs, batch=batch, heartbeats=heartbeats
-            )
+                target, statements(LAYOUTS[name]), jobs=jobs, batch=batch, heartbeats=heartbeats,
+                payload=payload,
+            )  # fmt: skip
     finally:
         with psycopg.connect(admin_dsn, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{scratch}"')

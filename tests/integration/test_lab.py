@@ -53,6 +53,16 @@ def test_the_benchmark_refuses_a_memory_check_it_could_not_sample() -> None:
     assert "--memory takes at least 1000 jobs, or 0 to skip the memory check" in err
 
 
+def test_the_layout_prototype_refuses_a_negative_payload() -> None:
+    process = manage(
+        "bench_layout", "--payload", "-1",
+        env=subprocess_env(JOBS_LAB="true", DEBUG="true"), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    _, err = process.communicate(timeout=120)
+    assert process.returncode == 1
+    assert "--payload must be 0 or more bytes" in err
+
+
 def test_no_product_module_imports_the_lab() -> None:
     offenders = []
     for package in PRODUCT:

@@ -22,6 +22,9 @@ class Command(BaseCommand):
             default=",".join(prototype.LAYOUTS),
             help="comma-separated, of " + ", ".join(prototype.LAYOUTS),
         )
+        parser.add_argument(
+            "--payload", type=int, default=0, help="bytes of argument each job carries (default: none)"
+        )
         parser.add_argument("--records", action="store_true", help="also the WAL records per job, by kind")
 
     def handle(self, *args: Any, **options: Any) -> None:
@@ -31,12 +34,14 @@ class Command(BaseCommand):
             raise CommandError(f"unknown layout(s) {unknown}; the layouts are {', '.join(prototype.LAYOUTS)}")
         if options["jobs"] < 1 or options["batch"] < 1 or options["heartbeats"] < 1:
             raise CommandError("--jobs, --batch and --heartbeats must be at least 1")
+        if options["payload"] < 0:
+            raise CommandError("--payload must be 0 or more bytes")
         db = settings.DATABASES["default"]
         server = f"postgres://{db['USER'] or ''}@{db['HOST'] or '127.0.0.1'}:{db['PORT'] or 5432}"
         results = prototype.run(
             admin_dsn=f"{server}/postgres", source_dsn=f"{server}/{db['NAME']}",
             scratch=f"{db['NAME']}_layout", layouts=layouts, jobs=options["jobs"], batch=options["batch"],
-            heartbeats=options["heartbeats"], echo=self.stderr.write,
+            heartbeats=options["heartbeats"], payload=options["payload"], echo=self.stderr.write,
         )  # fmt: skip
         for line in prototype.table(results):
             self.stdout.write(line)
