@@ -41,26 +41,23 @@ def test_jobs_lab_true_installs_the_lab_commands() -> None:
     assert commands(JOBS_LAB="true") >= LAB_COMMANDS
 
 
-def test_the_benchmark_refuses_a_memory_check_it_could_not_sample() -> None:
-    # It samples the executor after 1,000 jobs: fewer once waited two minutes, then failed.
-    # (Refused before the benchmark database is even looked at: nothing is emptied.)
-    process = manage(
-        "benchmark", "--memory", "10",
-        env=subprocess_env(JOBS_LAB="true", DEBUG="true"), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-    )  # fmt: skip
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        # The memory check samples the executor after 1,000 jobs: fewer once waited two
+        # minutes, then failed.
+        (["benchmark", "--memory", "10"], "--memory takes at least 1000 jobs, or 0 to skip the memory check"),
+        (["bench_layout", "--payload", "-1"], "--payload must be 0 or more bytes"),
+    ],
+    ids=["benchmark-memory", "layout-payload"],
+)
+def test_the_benchmarks_refuse_a_bad_size_at_once(arguments: list[str], message: str) -> None:
+    # Refused before any database is looked at: nothing is emptied.
+    env = subprocess_env(JOBS_LAB="true", DEBUG="true")
+    process = manage(*arguments, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     _, err = process.communicate(timeout=120)
     assert process.returncode == 1
-    assert "--memory takes at least 1000 jobs, or 0 to skip the memory check" in err
-
-
-def test_the_layout_prototype_refuses_a_negative_payload() -> None:
-    process = manage(
-        "bench_layout", "--payload", "-1",
-        env=subprocess_env(JOBS_LAB="true", DEBUG="true"), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-    )  # fmt: skip
-    _, err = process.communicate(timeout=120)
-    assert process.returncode == 1
-    assert "--payload must be 0 or more bytes" in err
+    assert message in err
 
 
 def test_no_product_module_imports_the_lab() -> None:
