@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from django.apps import apps
-from django.db import connection
+from django.db import InternalError, connection
 from django.db.migrations.executor import MigrationExecutor
 from django.utils import timezone
 
@@ -135,3 +135,25 @@ def test_the_column_order_migration_moves_a_populated_table_in_place() -> None:
             assert len(store.claim(cursor, worker=uuid.uuid4(), queues=["default"], limit=1)) == 1
     finally:
         MigrationExecutor(connection).migrate(latest)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_view_on_the_job_table_stops_the_column_order_migration_and_changes_nothing() -> None:
+    # docs/how-to/deployment.md: drop it, migrate, and make it again.
+    label = apps.get_app_config("jobs").label
+    latest = MigrationExecutor(connection).loader.graph.leaf_nodes(label)
+    MigrationExecutor(connection).migrate([(label, "0020_lease_index_by_holder")])
+    try:
+        factories.insert_queued(3)
+        rows, counts = contents()
+        with connection.cursor() as cursor:
+            cursor.execute("CREATE VIEW my_jobs AS SELECT id, state FROM jobs_job")
+        with pytest.raises(InternalError, match="other objects depend on it"):
+            MigrationExecutor(connection).migrate(latest)
+        assert tuple(layout()["columns"]) == COLUMN_ORDER.PREVIOUS_ORDER
+        assert contents() == (rows, counts)
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("DROP VIEW IF EXISTS my_jobs")
+        MigrationExecutor(connection).migrate(latest)
+    assert tuple(layout()["columns"]) == COLUMN_ORDER.ORDER
