@@ -12,7 +12,7 @@ the latest migration that loaded it.
 """
 
 from django.db import migrations
-from jobs.migrations import APP_LABEL
+from jobs.migrations import APP_LABEL, function_loader
 
 # The files this migration loads, with the digest (sha256, first 16 hex digits) of the
 # version it was written for.
@@ -42,17 +42,10 @@ FUNCTION_DIGESTS = {
 }
 
 
-def load(apps, schema_editor):
-    from jobs.store.statements import load_functions
-
-    with schema_editor.connection.cursor() as cursor:
-        load_functions(cursor, list(FUNCTION_DIGESTS))
-
-
 class Migration(migrations.Migration):
     dependencies = [
         (APP_LABEL, "0016_limit_parking"),
     ]
 
     # Backwards: nothing to undo, the files hold what 0016 left.
-    operations = [migrations.RunPython(load, migrations.RunPython.noop)]
+    operations = [migrations.RunPython(function_loader(FUNCTION_DIGESTS), migrations.RunPython.noop)]

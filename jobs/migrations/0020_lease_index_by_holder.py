@@ -20,7 +20,7 @@ outcomes go on. That cannot run inside a transaction, hence ``atomic = False``.
 
 from django.contrib.postgres.operations import AddIndexConcurrently, RemoveIndexConcurrently
 from django.db import migrations, models
-from jobs.migrations import APP_LABEL
+from jobs.migrations import APP_LABEL, function_loader
 
 # The files this migration loads, with the digest (sha256, first 16 hex digits) of the
 # version it was written for (migration 0017 says how).
@@ -28,13 +28,6 @@ FUNCTION_DIGESTS = {
     "jobs_lease_next_expiry": "48bfdc3eac81df24",
     "jobs_leases_expired": "23a91a5e7108b4d8",
 }
-
-
-def load(apps, schema_editor):
-    from jobs.store.statements import load_functions
-
-    with schema_editor.connection.cursor() as cursor:
-        load_functions(cursor, list(FUNCTION_DIGESTS))
 
 
 def drop(apps, schema_editor):
@@ -50,7 +43,7 @@ class Migration(migrations.Migration):
     ]
 
     operations = [
-        migrations.RunPython(load, drop),
+        migrations.RunPython(function_loader(FUNCTION_DIGESTS), drop),
         AddIndexConcurrently(
             model_name="job",
             index=models.Index(

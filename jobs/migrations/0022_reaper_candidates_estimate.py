@@ -10,7 +10,7 @@ lookups by primary key whatever the statistics say.
 """
 
 from django.db import migrations
-from jobs.migrations import APP_LABEL
+from jobs.migrations import APP_LABEL, function_loader
 
 # The files this migration loads, with the digest (sha256, first 16 hex digits) of the
 # version it was written for (migration 0017 says how).
@@ -19,20 +19,13 @@ FUNCTION_DIGESTS = {
 }
 
 
-def load(apps, schema_editor):
-    from jobs.store.statements import load_functions
-
-    with schema_editor.connection.cursor() as cursor:
-        load_functions(cursor, list(FUNCTION_DIGESTS))
-
-
 class Migration(migrations.Migration):
     dependencies = [
         (APP_LABEL, "0021_job_column_order"),
     ]
 
     operations = [
-        migrations.RunPython(load, migrations.RunPython.noop),
+        migrations.RunPython(function_loader(FUNCTION_DIGESTS), migrations.RunPython.noop),
         # Backwards: the estimate PostgreSQL gives a function that states none.
         migrations.RunSQL(
             migrations.RunSQL.noop,
